@@ -1,0 +1,91 @@
+# Every dependency is found with find_package (or a find_library fallback where the
+# package ships no config). A missing one stops configuration with the name of the
+# package that provides it; scripts/bootstrap.sh installs all of them.
+
+function(pnp_require found what hint)
+  if(NOT ${found})
+    message(FATAL_ERROR "pnp: ${what} not found. Install it with: ${hint}\n"
+                        "(scripts/bootstrap.sh installs every dependency)")
+  endif()
+endfunction()
+
+# --- LibTorch, from the torch==2.11.0 wheel --------------------------------------
+if(NOT Torch_DIR)
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c "import torch;print(torch.utils.cmake_prefix_path)"
+                    OUTPUT_VARIABLE _pnp_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+                    RESULT_VARIABLE _pnp_torch_rc ERROR_QUIET)
+    if(_pnp_torch_rc EQUAL 0)
+      list(APPEND CMAKE_PREFIX_PATH "${_pnp_torch_prefix}")
+    endif()
+  endif()
+endif()
+# Torch's config probes the GPU for its arch list unless told; there may be no GPU here.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+endif()
+find_package(Torch QUIET)
+pnp_require(Torch_FOUND "LibTorch" "python3 -m pip install torch==2.11.0")
+if(NOT Torch_VERSION VERSION_EQUAL 2.11.0)
+  message(WARNING "pnp is pinned to torch 2.11.0; found ${Torch_VERSION}")
+endif()
+
+# --- MPI, HDF5, toml++, Boost.Program_options, doctest ---------------------------
+find_package(MPI COMPONENTS C CXX QUIET)
+pnp_require(MPI_CXX_FOUND "MPI" "apt-get install libopenmpi-dev openmpi-bin")
+find_package(HDF5 COMPONENTS C QUIET)
+pnp_require(HDF5_FOUND "HDF5" "apt-get install libhdf5-dev")
+if(NOT TARGET pnp_hdf5)
+  add_library(pnp_hdf5 INTERFACE)
+  target_include_directories(pnp_hdf5 SYSTEM INTERFACE ${HDF5_INCLUDE_DIRS})
+  target_link_libraries(pnp_hdf5 INTERFACE ${HDF5_C_LIBRARIES})
+  target_compile_definitions(pnp_hdf5 INTERFACE ${HDF5_DEFINITIONS})
+endif()
+find_package(tomlplusplus QUIET)
+pnp_require(tomlplusplus_FOUND "toml++" "apt-get install libtomlplusplus-dev")
+find_package(Boost COMPONENTS program_options QUIET)
+pnp_require(Boost_FOUND "Boost.Program_options" "apt-get install libboost-program-options-dev")
+if(PNP_BUILD_TESTS)
+  find_package(doctest QUIET)
+  pnp_require(doctest_FOUND "doctest" "apt-get install doctest-dev")
+endif()
+
+# --- CUDA and NCCL (optional on CPU-only builds) ----------------------------------
+set(PNP_CUDA OFF)
+if(NOT PNP_WITH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER AND TORCH_CUDA_LIBRARIES)
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(PNP_CUDA ON)
+  elseif(PNP_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "pnp: PNP_WITH_CUDA=ON but no CUDA compiler (install the CUDA toolkit, nvcc) "
+                        "or LibTorch without CUDA support (install the CUDA torch==2.11.0 wheel)")
+  endif()
+endif()
+
+set(PNP_NCCL OFF)
+if(PNP_CUDA)
+  file(GLOB _pnp_nccl_hints LIST_DIRECTORIES true
+       "${Python3_SITELIB}/nvidia/nccl" "${_pnp_torch_prefix}/../../../nvidia/nccl"
+       "${_pnp_torch_prefix}/../../../nvidia/cu13")
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_pnp_nccl_hints} ENV NCCL_HOME
+            PATHS /usr/local/cuda /usr PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_pnp_nccl_hints} ENV NCCL_HOME
+               PATHS /usr/local/cuda /usr PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    add_library(pnp_nccl INTERFACE)
+    target_include_directories(pnp_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
+    target_link_libraries(pnp_nccl INTERFACE ${NCCL_LIBRARY})
+    set(PNP_NCCL ON)
+  else()
+    message(STATUS "pnp: NCCL not found (apt-get install libnccl-dev); GPU traffic uses host-staged MPI")
+  endif()
+endif()

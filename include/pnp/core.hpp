@@ -1,0 +1,55 @@
+// Core vocabulary shared by every module: errors, tile boxes and provenance.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pnp {
+
+// Any failure inside pnp. The message carries its context ("reading /exchange/data of
+// sino.h5: ..."); programs print it as one `error: ...` line.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A failure caused by the user's input (config, command line, input file). Programs
+// exit with code 2 for these and with code 1 for everything else.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Rethrows the exception in flight with `context: ` prepended, keeping its type.
+[[noreturn]] void rethrow_with_context(std::string_view context);
+
+// Half-open pixel box [r0, r1) x [c0, c1) in global image coordinates.
+struct Box {
+  int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+  int64_t rows() const { return r1 - r0; }
+  int64_t cols() const { return c1 - c0; }
+  int64_t size() const { return rows() * cols(); }
+  bool empty() const { return r1 <= r0 || c1 <= c0; }
+  bool contains(int64_t r, int64_t c) const { return r >= r0 && r < r1 && c >= c0 && c < c1; }
+  friend bool operator==(const Box&, const Box&) = default;
+};
+std::string to_string(const Box& b);
+
+// Build and runtime provenance written into every output file.
+struct Provenance {
+  std::string program;
+  std::string version;
+  std::string git_commit;
+  std::string date_utc;       // ISO 8601, time of the run
+  std::string host;
+  std::string torch_version;  // filled by modules that link torch
+  std::string cuda_version;
+  std::string nccl_version;
+};
+Provenance basic_provenance(std::string program);  // program, version, commit, date, host
+std::string iso8601_utc_now();
+
+}  // namespace pnp

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every dependency of pnp on a fresh Debian/Ubuntu machine, by package name.
+# Idempotent: when everything is present it only checks, in about a second.
+#   scripts/bootstrap.sh            apt packages + the pinned torch wheel
+#   PNP_PIP_EXTRA="..."             extra pip packages (the tests add h5py, pytest, ...)
+set -euo pipefail
+
+APT_PACKAGES=(build-essential cmake git pkg-config python3 python3-pip
+              libopenmpi-dev openmpi-bin libhdf5-dev libtomlplusplus-dev
+              libboost-program-options-dev doctest-dev shellcheck)
+TORCH_PIN="torch==2.11.0"
+PIP_PACKAGES=(h5py numpy pytest matplotlib pyyaml)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+PY=${PYTHON:-python3}
+pip_missing=()
+$PY -c 'import torch,sys; sys.exit(0 if torch.__version__.split("+")[0]=="2.11.0" else 1)' 2>/dev/null \
+  || pip_missing+=("$TORCH_PIN")
+for p in "${PIP_PACKAGES[@]}" ${PNP_PIP_EXTRA:-}; do
+  mod=$p; [ "$p" = pyyaml ] && mod=yaml
+  $PY -c "import ${mod}" 2>/dev/null || pip_missing+=("$p")
+done
+if [ ${#pip_missing[@]} -gt 0 ]; then
+  echo "bootstrap: pip install ${pip_missing[*]}"
+  # Debian's system python refuses pip installs without this flag (PEP 668).
+  flag=""
+  $PY -m pip install --help 2>/dev/null | grep -q -- --break-system-packages && flag="--break-system-packages"
+  $PY -m pip install -q $flag "${pip_missing[@]}"
+fi
+echo "bootstrap: all dependencies present"

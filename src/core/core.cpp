@@ -1,0 +1,52 @@
+#include "pnp/core.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+
+namespace pnp {
+const char* build_git_commit();  // generated at build time (cmake/PnpStampCommit.cmake)
+const char* build_version();
+
+void rethrow_with_context(std::string_view context) {
+  std::string ctx(context);
+  try {
+    throw;
+  } catch (const InputError& e) {
+    throw InputError(ctx + ": " + e.what());
+  } catch (const std::exception& e) {
+    throw Error(ctx + ": " + e.what());
+  }
+}
+
+std::string to_string(const Box& b) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "rows [%lld, %lld) x cols [%lld, %lld)", (long long)b.r0,
+                (long long)b.r1, (long long)b.c0, (long long)b.c1);
+  return buf;
+}
+
+std::string iso8601_utc_now() {
+  std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Provenance basic_provenance(std::string program) {
+  Provenance p;
+  p.program = std::move(program);
+  p.version = build_version();
+  p.git_commit = build_git_commit();
+  p.date_utc = iso8601_utc_now();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) p.host = host;
+  return p;
+}
+
+}  // namespace pnp
