@@ -15,6 +15,7 @@ export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 venv_nv=$(python3 -c 'import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia || true
 gen=""; command -v ninja >/dev/null && gen="-G Ninja"
+mkdir -p build/gpu
 cmake -S . -B build/gpu $gen -DCMAKE_BUILD_TYPE=Release -DPNP_WITH_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DTORCH_CUDA_ARCH_LIST=9.0 \
   -Dtomlplusplus_DIR="$root/usr/lib/x86_64-linux-gnu/cmake/tomlplusplus" \
