@@ -1,0 +1,130 @@
+// HDF5 input and output: RAII over the HDF5 C API, typed dataset and attribute access,
+// DXchange sinogram reading, and atomic (temp + rename) output files.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "pnp/core.hpp"
+
+namespace pnp::io {
+
+// An owned HDF5 identifier closed by the matching H5*close when it goes out of scope.
+class Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  Handle() = default;
+  Handle(hid_t id, Closer close) : id_(id), close_(close) {}
+  Handle(Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), close_(o.close_) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) { reset(); id_ = std::exchange(o.id_, H5I_INVALID_HID); close_ = o.close_; }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  hid_t id() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+  void reset();
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  Closer close_ = nullptr;
+};
+
+// An open HDF5 file. Errors name the file and the object.
+class H5File {
+ public:
+  static H5File create(const std::filesystem::path& path);  // truncates
+  static H5File open(const std::filesystem::path& path, bool writable = false);
+  hid_t id() const { return h_.id(); }
+  const std::filesystem::path& path() const { return path_; }
+  void close() { h_.reset(); }
+
+ private:
+  H5File(Handle h, std::filesystem::path p) : h_(std::move(h)), path_(std::move(p)) {}
+  Handle h_;
+  std::filesystem::path path_;
+};
+
+template <class T>
+struct Array {
+  std::vector<int64_t> shape;
+  std::vector<T> data;
+  int64_t numel() const;
+};
+
+// Datasets: `path` is absolute or relative to the root; intermediate groups are created.
+// Every dataset written by pnp carries `units` and `description` attributes.
+template <class T>  // float, double, int64_t, int32_t
+void write(H5File& f, const std::string& path, const T* data, const std::vector<int64_t>& shape,
+           std::string_view units, std::string_view description);
+template <class T>
+void write_scalar(H5File& f, const std::string& path, T value, std::string_view units,
+                  std::string_view description);
+void write_strings(H5File& f, const std::string& path, const std::vector<std::string>& values,
+                   std::string_view description);
+
+// Reads and converts to T, whatever the stored numeric type.
+template <class T>
+Array<T> read(H5File& f, const std::string& path);
+std::vector<std::string> read_strings(H5File& f, const std::string& path);
+
+bool exists(H5File& f, const std::string& path);  // dataset or group, any depth
+std::vector<std::string> list_datasets(H5File& f, const std::string& group = "/");
+
+using AttrValue = std::variant<std::string, int64_t, double>;
+void write_attr(H5File& f, const std::string& obj_path, const std::string& name, const AttrValue& v);
+std::string read_attr_string(H5File& f, const std::string& obj_path, const std::string& name);
+int64_t read_attr_int(H5File& f, const std::string& obj_path, const std::string& name);
+double read_attr_double(H5File& f, const std::string& obj_path, const std::string& name);
+bool has_attr(H5File& f, const std::string& obj_path, const std::string& name);
+
+// Writes to `<final>.tmp.<pid>` and renames onto the final name only on commit(), so a crash
+// never leaves a half-written file under the final name. Without commit() the temp file is
+// removed. Refuses to replace an existing final file unless `overwrite`.
+class AtomicOutput {
+ public:
+  AtomicOutput(std::filesystem::path final_path, bool overwrite);
+  ~AtomicOutput();
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+  H5File& file() { return file_; }
+  void commit();
+  const std::filesystem::path& final_path() const { return final_; }
+
+ private:
+  std::filesystem::path final_, tmp_;
+  H5File file_;
+  bool committed_ = false;
+};
+// Throws InputError if `path` exists and `overwrite` is false (checked before long runs start).
+void check_output_path(const std::filesystem::path& path, bool overwrite);
+
+// A sinogram in the DXchange layout: data [angles, detector] float32, theta in degrees,
+// optional ground truth image [N, N].
+struct Sinogram {
+  Array<float> data;
+  std::vector<double> theta_deg;
+  std::optional<Array<float>> ground_truth;
+};
+struct DxchangePaths {
+  std::string data = "/exchange/data";
+  std::string theta = "/exchange/theta";
+  std::string ground_truth = "/exchange/ground_truth";
+};
+Sinogram read_dxchange(const std::filesystem::path& path, const DxchangePaths& paths = {});
+void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths = {});
+
+// Root provenance attributes of every pnp output file (docs/output_schema.md).
+void write_provenance(H5File& f, const Provenance& p);
+
+}  // namespace pnp::io

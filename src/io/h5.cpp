@@ -1,0 +1,386 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <type_traits>
+
+#include "pnp/io.hpp"
+
+namespace pnp::io {
+namespace fs = std::filesystem;
+
+namespace {
+
+// HDF5 prints its own error stack to stderr by default; pnp reports errors itself.
+struct SilenceHdf5 {
+  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+const SilenceHdf5 silence_hdf5;
+
+// The innermost message of HDF5's error stack, to append to ours.
+std::string hdf5_reason() {
+  std::string msg;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
+        if (n == 0 && e->desc) *static_cast<std::string*>(out) = e->desc;
+        return 0;
+      },
+      &msg);
+  H5Eclear2(H5E_DEFAULT);
+  return msg.empty() ? std::string() : " (" + msg + ")";
+}
+
+[[noreturn]] void fail(const H5File& f, const std::string& what) {
+  throw Error(what + " in " + f.path().string() + hdf5_reason());
+}
+
+template <class T>
+hid_t mem_type() {
+  if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
+  else if constexpr (std::is_same_v<T, int64_t>) return H5T_NATIVE_INT64;
+  else if constexpr (std::is_same_v<T, int32_t>) return H5T_NATIVE_INT32;
+  else static_assert(sizeof(T) == 0, "unsupported HDF5 element type");
+}
+
+std::string absolute(const std::string& path) { return path.empty() || path[0] != '/' ? "/" + path : path; }
+
+Handle utf8_string_type() {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t.id(), H5T_VARIABLE);
+  H5Tset_cset(t.id(), H5T_CSET_UTF8);
+  return t;
+}
+
+Handle link_creation_props() {
+  Handle p(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(p.id(), 1);
+  return p;
+}
+
+Handle open_object(H5File& f, const std::string& path) {
+  hid_t id = H5Oopen(f.id(), absolute(path).c_str(), H5P_DEFAULT);
+  if (id < 0) fail(f, "cannot open object '" + path + "'");
+  return Handle(id, H5Oclose);
+}
+
+Handle open_dataset(H5File& f, const std::string& path) {
+  if (!exists(f, path)) throw InputError("dataset '" + path + "' not found in " + f.path().string());
+  hid_t id = H5Dopen2(f.id(), absolute(path).c_str(), H5P_DEFAULT);
+  if (id < 0) fail(f, "cannot open dataset '" + path + "'");
+  return Handle(id, H5Dclose);
+}
+
+std::vector<int64_t> dataset_shape(H5File& f, hid_t ds, const std::string& path) {
+  Handle space(H5Dget_space(ds), H5Sclose);
+  int rank = H5Sget_simple_extent_ndims(space.id());
+  if (rank < 0) fail(f, "cannot read the shape of '" + path + "'");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank));
+  H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
+  return {dims.begin(), dims.end()};
+}
+
+void write_string_attr(hid_t obj, const std::string& name, const std::string& value) {
+  Handle type = utf8_string_type();
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  Handle a(H5Acreate2(obj, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  const char* p = value.c_str();
+  if (!a || H5Awrite(a.id(), type.id(), &p) < 0) throw Error("cannot write attribute '" + name + "'" + hdf5_reason());
+}
+
+template <class T>
+void write_numeric_attr(hid_t obj, const std::string& name, T value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
+  Handle a(H5Acreate2(obj, name.c_str(), mem_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a || H5Awrite(a.id(), mem_type<T>(), &value) < 0)
+    throw Error("cannot write attribute '" + name + "'" + hdf5_reason());
+}
+
+void annotate(hid_t ds, std::string_view units, std::string_view description) {
+  write_string_attr(ds, "units", std::string(units));
+  write_string_attr(ds, "description", std::string(description));
+}
+
+}  // namespace
+
+void Handle::reset() {
+  if (id_ >= 0 && close_) close_(id_);
+  id_ = H5I_INVALID_HID;
+}
+
+template <class T>
+int64_t Array<T>::numel() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+template struct Array<float>;
+template struct Array<double>;
+template struct Array<int64_t>;
+template struct Array<int32_t>;
+
+H5File H5File::create(const fs::path& path) {
+  hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (id < 0) throw InputError("cannot create HDF5 file " + path.string() + hdf5_reason());
+  return H5File(Handle(id, H5Fclose), path);
+}
+
+H5File H5File::open(const fs::path& path, bool writable) {
+  if (!fs::exists(path)) throw InputError("file not found: " + path.string());
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw InputError("not an HDF5 file: " + path.string());
+  }
+  hid_t id = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (id < 0) throw InputError("cannot open HDF5 file " + path.string() + hdf5_reason());
+  return H5File(Handle(id, H5Fclose), path);
+}
+
+template <class T>
+void write(H5File& f, const std::string& path, const T* data, const std::vector<int64_t>& shape,
+           std::string_view units, std::string_view description) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  Handle lcpl = link_creation_props();
+  Handle ds(H5Dcreate2(f.id(), absolute(path).c_str(), mem_type<T>(), space.id(), lcpl.id(), H5P_DEFAULT,
+                       H5P_DEFAULT),
+            H5Dclose);
+  if (!ds) fail(f, "cannot create dataset '" + path + "'");
+  if (H5Dwrite(ds.id(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    fail(f, "cannot write dataset '" + path + "'");
+  annotate(ds.id(), units, description);
+}
+
+template <class T>
+void write_scalar(H5File& f, const std::string& path, T value, std::string_view units,
+                  std::string_view description) {
+  write<T>(f, path, &value, {}, units, description);
+}
+
+void write_strings(H5File& f, const std::string& path, const std::vector<std::string>& values,
+                   std::string_view description) {
+  Handle type = utf8_string_type();
+  hsize_t n = values.size();
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Handle lcpl = link_creation_props();
+  Handle ds(H5Dcreate2(f.id(), absolute(path).c_str(), type.id(), space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose);
+  if (!ds) fail(f, "cannot create dataset '" + path + "'");
+  std::vector<const char*> ptrs;
+  for (const auto& s : values) ptrs.push_back(s.c_str());
+  if (n > 0 && H5Dwrite(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0)
+    fail(f, "cannot write dataset '" + path + "'");
+  annotate(ds.id(), "1", description);
+}
+
+template <class T>
+Array<T> read(H5File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  Handle type(H5Dget_type(ds.id()), H5Tclose);
+  H5T_class_t cls = H5Tget_class(type.id());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+    throw InputError("dataset '" + path + "' in " + f.path().string() + " is not numeric");
+  Array<T> out;
+  out.shape = dataset_shape(f, ds.id(), path);
+  out.data.resize(static_cast<size_t>(out.numel()));
+  if (!out.data.empty() && H5Dread(ds.id(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()) < 0)
+    fail(f, "cannot read dataset '" + path + "'");
+  return out;
+}
+
+std::vector<std::string> read_strings(H5File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  auto shape = dataset_shape(f, ds.id(), path);
+  size_t n = shape.empty() ? 1 : static_cast<size_t>(shape[0]);
+  Handle type = utf8_string_type();
+  std::vector<char*> ptrs(n, nullptr);
+  if (n > 0 && H5Dread(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0)
+    fail(f, "cannot read strings '" + path + "'");
+  std::vector<std::string> out;
+  for (char* p : ptrs) {
+    out.emplace_back(p ? p : "");
+    H5free_memory(p);
+  }
+  return out;
+}
+
+bool exists(H5File& f, const std::string& path) {
+  std::string p = absolute(path);
+  if (p == "/") return true;
+  // H5Lexists requires every intermediate link to exist: walk component by component.
+  size_t pos = 1;
+  while (true) {
+    size_t next = p.find('/', pos);
+    std::string prefix = p.substr(0, next);
+    if (H5Lexists(f.id(), prefix.c_str(), H5P_DEFAULT) <= 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (next == std::string::npos) return true;
+    pos = next + 1;
+  }
+}
+
+std::vector<std::string> list_datasets(H5File& f, const std::string& group) {
+  struct Ctx {
+    std::string prefix;
+    std::vector<std::string> names;
+  } ctx{absolute(group), {}};
+  if (ctx.prefix.back() != '/') ctx.prefix += '/';
+  Handle g = open_object(f, group);
+  H5Ovisit(
+      g.id(), H5_INDEX_NAME, H5_ITER_INC,
+      [](hid_t, const char* name, const H5O_info_t* info, void* data) -> herr_t {
+        auto* c = static_cast<Ctx*>(data);
+        if (info->type == H5O_TYPE_DATASET) c->names.push_back(c->prefix + name);
+        return 0;
+      },
+      &ctx);
+  std::sort(ctx.names.begin(), ctx.names.end());
+  return ctx.names;
+}
+
+void write_attr(H5File& f, const std::string& obj_path, const std::string& name, const AttrValue& v) {
+  Handle obj = open_object(f, obj_path);
+  if (auto s = std::get_if<std::string>(&v)) write_string_attr(obj.id(), name, *s);
+  else if (auto i = std::get_if<int64_t>(&v)) write_numeric_attr(obj.id(), name, *i);
+  else write_numeric_attr(obj.id(), name, std::get<double>(v));
+}
+
+bool has_attr(H5File& f, const std::string& obj_path, const std::string& name) {
+  if (!exists(f, obj_path)) return false;
+  Handle obj = open_object(f, obj_path);
+  return H5Aexists(obj.id(), name.c_str()) > 0;
+}
+
+namespace {
+Handle open_attr(H5File& f, const std::string& obj_path, const std::string& name) {
+  if (!has_attr(f, obj_path, name))
+    throw InputError("attribute '" + name + "' of '" + obj_path + "' not found in " + f.path().string());
+  Handle obj = open_object(f, obj_path);
+  return Handle(H5Aopen(obj.id(), name.c_str(), H5P_DEFAULT), H5Aclose);
+}
+template <class T>
+T read_numeric_attr(H5File& f, const std::string& obj_path, const std::string& name) {
+  Handle a = open_attr(f, obj_path, name);
+  T v{};
+  if (H5Aread(a.id(), mem_type<T>(), &v) < 0) fail(f, "cannot read attribute '" + name + "'");
+  return v;
+}
+}  // namespace
+
+std::string read_attr_string(H5File& f, const std::string& obj_path, const std::string& name) {
+  Handle a = open_attr(f, obj_path, name);
+  Handle stored(H5Aget_type(a.id()), H5Tclose);
+  if (H5Tget_class(stored.id()) != H5T_STRING) fail(f, "attribute '" + name + "' is not a string");
+  if (H5Tis_variable_str(stored.id()) > 0) {
+    Handle type = utf8_string_type();
+    char* p = nullptr;
+    if (H5Aread(a.id(), type.id(), &p) < 0) fail(f, "cannot read attribute '" + name + "'");
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  size_t n = H5Tget_size(stored.id());
+  std::string s(n, '\0');
+  if (H5Aread(a.id(), stored.id(), s.data()) < 0) fail(f, "cannot read attribute '" + name + "'");
+  s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
+  return s;
+}
+int64_t read_attr_int(H5File& f, const std::string& o, const std::string& n) { return read_numeric_attr<int64_t>(f, o, n); }
+double read_attr_double(H5File& f, const std::string& o, const std::string& n) { return read_numeric_attr<double>(f, o, n); }
+
+void check_output_path(const fs::path& path, bool overwrite) {
+  if (fs::exists(path) && !overwrite)
+    throw InputError("output file " + path.string() + " exists; pass --force to overwrite it");
+  auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir)) throw InputError("output directory " + dir.string() + " does not exist");
+}
+
+AtomicOutput::AtomicOutput(fs::path final_path, bool overwrite)
+    : final_(std::move(final_path)),
+      tmp_(final_.string() + ".tmp." + std::to_string(::getpid())),
+      file_((check_output_path(final_, overwrite), H5File::create(tmp_))) {}
+
+AtomicOutput::~AtomicOutput() {
+  if (!committed_) {
+    file_.close();
+    std::error_code ec;
+    fs::remove(tmp_, ec);
+  }
+}
+
+void AtomicOutput::commit() {
+  if (committed_) return;
+  if (H5Fflush(file_.id(), H5F_SCOPE_GLOBAL) < 0) fail(file_, "cannot flush");
+  file_.close();
+  std::error_code ec;
+  fs::rename(tmp_, final_, ec);
+  if (ec) throw Error("cannot rename " + tmp_.string() + " to " + final_.string() + ": " + ec.message());
+  committed_ = true;
+}
+
+Sinogram read_dxchange(const fs::path& path, const DxchangePaths& paths) {
+  try {
+    H5File f = H5File::open(path);
+    Sinogram s;
+    s.data = read<float>(f, paths.data);
+    if (s.data.shape.size() != 2)
+      throw InputError("'" + paths.data + "' must be [angles, detector], got " +
+                       std::to_string(s.data.shape.size()) + " dimensions");
+    if (exists(f, paths.theta)) {
+      auto th = read<double>(f, paths.theta);
+      s.theta_deg = th.data;
+      if (static_cast<int64_t>(s.theta_deg.size()) != s.data.shape[0])
+        throw InputError("'" + paths.theta + "' has " + std::to_string(s.theta_deg.size()) +
+                         " angles but '" + paths.data + "' has " + std::to_string(s.data.shape[0]));
+    }
+    if (!paths.ground_truth.empty() && exists(f, paths.ground_truth)) {
+      auto gt = read<float>(f, paths.ground_truth);
+      if (gt.shape.size() != 2 || gt.shape[0] != gt.shape[1])
+        throw InputError("'" + paths.ground_truth + "' must be a square [N, N] image");
+      s.ground_truth = std::move(gt);
+    }
+    return s;
+  } catch (...) {
+    rethrow_with_context("reading sinogram " + path.string());
+  }
+}
+
+void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths) {
+  write(f, paths.data, s.data.data.data(), s.data.shape, "attenuation line integral",
+        "sinogram [angles, detector], unit detector bins");
+  write(f, paths.theta, s.theta_deg.data(), {static_cast<int64_t>(s.theta_deg.size())}, "deg",
+        "projection angles");
+  if (s.ground_truth)
+    write(f, paths.ground_truth, s.ground_truth->data.data(), s.ground_truth->shape, "attenuation per pixel",
+          "ground-truth image [N, N]");
+}
+
+void write_provenance(H5File& f, const Provenance& p) {
+  write_attr(f, "/", "program", p.program);
+  write_attr(f, "/", "version", p.version);
+  write_attr(f, "/", "git_commit", p.git_commit);
+  write_attr(f, "/", "date", p.date_utc);
+  write_attr(f, "/", "host", p.host);
+  write_attr(f, "/", "torch_version", p.torch_version.empty() ? "none" : p.torch_version);
+  write_attr(f, "/", "cuda_version", p.cuda_version.empty() ? "none" : p.cuda_version);
+  write_attr(f, "/", "nccl_version", p.nccl_version.empty() ? "none" : p.nccl_version);
+}
+
+#define PNP_IO_INSTANTIATE(T)                                                                           \
+  template void write<T>(H5File&, const std::string&, const T*, const std::vector<int64_t>&,            \
+                         std::string_view, std::string_view);                                          \
+  template void write_scalar<T>(H5File&, const std::string&, T, std::string_view, std::string_view);    \
+  template Array<T> read<T>(H5File&, const std::string&);
+PNP_IO_INSTANTIATE(float)
+PNP_IO_INSTANTIATE(double)
+PNP_IO_INSTANTIATE(int64_t)
+PNP_IO_INSTANTIATE(int32_t)
+#undef PNP_IO_INSTANTIATE
+
+}  // namespace pnp::io
