@@ -1,0 +1,108 @@
+// The run configuration: TOML with sections [problem] [solver] [denoiser] [compile]
+// [distributed] [output], loaded into typed structs with defaults. One schema table
+// drives parsing, validation, `--set` overrides, printing back as TOML and the key
+// reference of `--help-config`. Every error names the key and the line.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pnp {
+
+struct ProblemConfig {
+  int64_t size = 256;                 // N: image is N x N
+  int64_t angles = 180;               // K
+  int64_t detector = 0;               // D; 0 = ceil(sqrt(2) N)
+  std::string phantom = "shepp_logan";  // shepp_logan | ellipses
+  double noise_sigma = 0.01;          // Gaussian noise on the sinogram, relative to max |Ax|
+  int64_t seed = 0;
+  std::string sinogram;               // DXchange HDF5 input; empty = generate in memory
+  std::string data_path = "/exchange/data";
+  std::string theta_path = "/exchange/theta";
+  std::string ground_truth_path = "/exchange/ground_truth";
+};
+
+struct SolverConfig {
+  int64_t iterations = 10;
+  double step = 0.0;                  // gamma; 0 = step_scale / ||A^T A||
+  double step_scale = 0.99;
+  std::string init = "zeros";         // zeros | backprojection | fbp
+  std::string fbp_filter = "ramp";    // ramp | shepp_logan | cosine
+  std::string clamp = "ground_truth";  // ground_truth | fixed | none
+  double clamp_min = 0.0;
+  double clamp_max = 1.0;
+  double relaxation = 1.0;            // alpha: x = (1 - alpha) z + alpha D(z)
+  int64_t metrics_every = 1;          // 0 = never
+  int64_t power_iterations = 100;
+  double power_tol = 1e-6;
+  int64_t stable_window = 5;          // stable iteration = mean of the last this many
+};
+
+struct DenoiserConfig {
+  std::string architecture = "drunet";  // drunet | dncnn | unet | identity
+  int64_t dim = 2;
+  int64_t channels = 1;
+  double sigma = 0.01;
+  std::string weights;                // HDF5 path or shipped model name; empty = seeded random init
+  int64_t seed = 0;
+  std::string precision = "fp32";     // fp32 | bf16
+  int64_t patch_size = 0;             // 0 = whole tile
+  int64_t patch_overlap = 0;          // 0 = receptive radius
+  double memory_limit_gb = 0.0;       // 0 = no limit
+  std::vector<int64_t> features;      // empty = architecture default
+  int64_t blocks = -1;                // -1 = architecture default
+};
+
+struct CompileConfig {
+  std::string mode = "none";          // none | pre | post | fused
+  std::string backend = "native";     // native | inductor
+  bool cuda_graphs = true;
+  bool autotune = true;
+  std::string cache_dir = ".pnp_cache";
+  std::string inductor_mode = "max-autotune";  // max-autotune | default
+};
+
+struct DistributedConfig {
+  std::string decomposition = "slabs";  // slabs | grid
+  std::vector<int64_t> grid = {0, 0};   // rows x cols of ranks for grid; 0 = choose
+  int64_t halo = 0;                     // 0 = receptive radius (exact)
+  std::string comm = "auto";            // auto | nccl | mpi
+  std::string device = "auto";          // auto | cpu | cuda
+};
+
+struct OutputConfig {
+  std::string file = "pnp_recon.h5";
+  bool force = false;
+  bool progress = true;
+};
+
+struct Config {
+  ProblemConfig problem;
+  SolverConfig solver;
+  DenoiserConfig denoiser;
+  CompileConfig compile;
+  DistributedConfig distributed;
+  OutputConfig output;
+
+  // The effective configuration as TOML text (every key, in schema order); parsing it
+  // back gives the same Config.
+  std::string to_toml() const;
+};
+
+// Parses TOML text. `source` names it in messages; relative paths in it are resolved
+// against `base_dir`. Throws InputError("<source>:<line>: <key>: ...").
+Config parse_config(std::string_view text, const std::string& source, const std::filesystem::path& base_dir);
+// Loads a file, then applies the overrides ("section.key=value", TOML value syntax, bare
+// words taken as strings), each validated like the file.
+Config load_config(const std::filesystem::path& path, const std::vector<std::string>& overrides = {});
+void apply_override(Config& cfg, std::string_view assignment);
+
+// A reference of every key: section, name, type, default, constraint and meaning.
+std::string config_reference();
+
+// Closest name by edit distance, for did-you-mean hints; empty if nothing is close.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace pnp

@@ -1,0 +1,153 @@
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "pnp/config.hpp"
+#include "pnp/core.hpp"
+#include "test_util.hpp"
+
+using pnp::Config;
+using pnp::InputError;
+using pnp::parse_config;
+
+namespace {
+std::string error_of(const std::string& toml) {
+  try {
+    parse_config(toml, "t.toml", ".");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+std::string override_error(const std::string& assignment) {
+  Config c;
+  try {
+    pnp::apply_override(c, assignment);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("defaults and typed values") {
+  Config c = parse_config("[problem]\nsize = 512\nangles = 100\n[solver]\nstep = 2\n[distributed]\ngrid = [2, 3]\n"
+                          "[compile]\nmode = \"pre\"\ncuda_graphs = false\n",
+                          "t.toml", ".");
+  CHECK(c.problem.size == 512);
+  CHECK(c.problem.angles == 100);
+  CHECK(c.solver.step == 2.0);  // integer accepted for a float key
+  CHECK(c.distributed.grid == std::vector<int64_t>{2, 3});
+  CHECK(c.compile.mode == "pre");
+  CHECK_FALSE(c.compile.cuda_graphs);
+  CHECK(c.denoiser.architecture == "drunet");  // untouched default
+  CHECK(c.solver.step_scale == doctest::Approx(0.99));
+}
+
+TEST_CASE("unknown key names the line and suggests the closest key") {
+  std::string e = error_of("[problem]\nsize = 64\nangels = 10\n");
+  CHECK(e == "t.toml:3: unknown key 'problem.angels' (did you mean 'problem.angles'?)");
+  CHECK(error_of("[solver]\nzzzzzzzz = 1\n") == "t.toml:2: unknown key 'solver.zzzzzzzz'");
+}
+
+TEST_CASE("unknown section suggests the closest section") {
+  std::string e = error_of("[problm]\nsize = 64\n");
+  CHECK(e.rfind("t.toml:1: unknown section [problm] (did you mean [problem]?)", 0) == 0);
+}
+
+TEST_CASE("wrong types name key, line and what was given") {
+  CHECK(error_of("[problem]\n\nsize = \"big\"\n") == "t.toml:3: problem.size: must be an integer, got string 'big'");
+  CHECK(error_of("[problem]\nsize = 1.5\n") == "t.toml:2: problem.size: must be an integer, got floating-point 1.5");
+  CHECK(error_of("[compile]\ncuda_graphs = 1\n") ==
+        "t.toml:2: compile.cuda_graphs: must be true or false, got integer 1");
+  CHECK(error_of("[solver]\nstep = \"x\"\n") == "t.toml:2: solver.step: must be a number, got string 'x'");
+  CHECK(error_of("[distributed]\ngrid = 4\n") ==
+        "t.toml:2: distributed.grid: must be an array of integers, got integer 4");
+  CHECK(error_of("[compile]\nmode = 3\n") == "t.toml:2: compile.mode: must be a string, got integer 3");
+}
+
+TEST_CASE("values out of range and bad choices") {
+  CHECK(error_of("[problem]\nsize = 4\n") == "t.toml:2: problem.size: 4 is out of range: must be in [8, 65536]");
+  CHECK(error_of("[solver]\nrelaxation = 1.5\n") ==
+        "t.toml:2: solver.relaxation: 1.5 is out of range: must be in [0, 1]");
+  CHECK(error_of("[compile]\nmode = \"fuse\"\n") ==
+        "t.toml:2: compile.mode: \"fuse\" is not one of: none, pre, post, fused (did you mean \"fused\"?)");
+  CHECK(error_of("[distributed]\ngrid = [1, 2, 3]\n") ==
+        "t.toml:2: distributed.grid: has 3 entries: 2 to 2 entries in [0, 65536]");
+  CHECK(error_of("[solver]\nclamp = \"fixed\"\nclamp_min = 2.0\nclamp_max = 1.0\n") ==
+        "t.toml: solver.clamp_min must be below solver.clamp_max with clamp = \"fixed\"");
+}
+
+TEST_CASE("missing files name the key and the resolved path") {
+  std::string e = error_of("[problem]\nsinogram = \"nope/missing.h5\"\n");
+  CHECK(e == "t.toml:2: problem.sinogram: file not found: nope/missing.h5");
+  CHECK(error_of("[denoiser]\nweights = \"w/none.h5\"\n") == "t.toml:2: denoiser.weights: file not found: w/none.h5");
+  // A bare name is a shipped model name, resolved later.
+  CHECK(error_of("[denoiser]\nweights = \"dncnn_ct\"\n").empty());
+}
+
+TEST_CASE("TOML syntax errors carry the line") {
+  std::string e = error_of("[problem]\nsize = = 3\n");
+  CHECK(e.rfind("t.toml:2: TOML syntax error:", 0) == 0);
+}
+
+TEST_CASE("--set overrides with the same validation") {
+  Config c;
+  pnp::apply_override(c, "compile.mode=fused");  // bare word
+  CHECK(c.compile.mode == "fused");
+  pnp::apply_override(c, "problem.size = 1024");
+  CHECK(c.problem.size == 1024);
+  pnp::apply_override(c, "distributed.grid=[2,2]");
+  CHECK(c.distributed.grid == std::vector<int64_t>{2, 2});
+  pnp::apply_override(c, "output.file=\"a b.h5\"");
+  CHECK(c.output.file == "a b.h5");
+  pnp::apply_override(c, "compile.cuda_graphs=false");
+  CHECK_FALSE(c.compile.cuda_graphs);
+  CHECK(override_error("problem.size=abc") == "--set problem.size=abc: problem.size: must be an integer, got string 'abc'");
+  CHECK(override_error("problem.sise=3") == "--set problem.sise=3: unknown key 'problem.sise' (did you mean 'problem.size'?)");
+  CHECK(override_error("compile.mode=fast") ==
+        "--set compile.mode=fast: compile.mode: \"fast\" is not one of: none, pre, post, fused");
+  CHECK(override_error("nodot=3") == "--set nodot=3: expected section.key=value");
+}
+
+TEST_CASE("printing the effective config and parsing it back is the identity") {
+  Config c = parse_config("[problem]\nsize = 300\n[denoiser]\nfeatures = [32, 64]\nsigma = 0.05\n[output]\nfile = \"x.h5\"\n",
+                          "t.toml", ".");
+  std::string text = c.to_toml();
+  CHECK(text.find("[problem]\nsize = 300\n") != std::string::npos);
+  CHECK(text.find("features = [ 32, 64 ]") != std::string::npos);
+  Config back = parse_config(text, "printed", ".");
+  CHECK(back.to_toml() == text);
+  CHECK(back.denoiser.sigma == doctest::Approx(0.05));
+  CHECK(back.output.file == "x.h5");
+}
+
+TEST_CASE("load_config resolves paths against the config's directory and applies overrides") {
+  auto dir = pnp::test::scratch_dir("config");
+  { std::ofstream(dir / "sino.h5") << "x"; }
+  { std::ofstream(dir / "c.toml") << "[problem]\nsinogram = \"sino.h5\"\nsize = 64\n"; }
+  Config c = pnp::load_config(dir / "c.toml", {"problem.size=128"});
+  CHECK(c.problem.sinogram == (dir / "sino.h5").lexically_normal().string());
+  CHECK(c.problem.size == 128);
+  CHECK_THROWS_WITH_AS(pnp::load_config(dir / "absent.toml"),
+                       ("cannot read config file " + (dir / "absent.toml").string() + ": file not found").c_str(),
+                       InputError);
+}
+
+TEST_CASE("the shipped inputs parse") {
+  for (const char* name : {"demo.toml", "study_4096.toml", "sweep.toml"}) {
+    auto p = pnp::test::source_dir() / "input" / name;
+    if (!std::filesystem::exists(p)) continue;
+    if (std::string(name) == "sweep.toml") continue;  // pnp_bench's own schema
+    CAPTURE(name);
+    CHECK_NOTHROW(pnp::load_config(p));
+  }
+}
+
+TEST_CASE("reference lists every section and key") {
+  std::string ref = pnp::config_reference();
+  for (const char* s : {"[problem]", "[solver]", "[denoiser]", "[compile]", "[distributed]", "[output]"})
+    CHECK(ref.find(s) != std::string::npos);
+  CHECK(ref.find("halo = 0") != std::string::npos);
+  CHECK(pnp::closest_match("drunnet", {"drunet", "dncnn", "unet"}) == "drunet");
+}
