@@ -1,0 +1,147 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "pnp/io.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace pnp::io;
+
+TEST_CASE("round trip of every dataset type with units and description") {
+  auto dir = pnp::test::scratch_dir("io");
+  auto path = dir / "rt.h5";
+  std::vector<float> img(6 * 4);
+  for (size_t i = 0; i < img.size(); ++i) img[i] = 0.25f * float(i) - 1.0f;
+  std::vector<double> t(3 * 2);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = std::sqrt(double(i) + 0.5);
+  std::vector<int64_t> boxes = {0, 3, 0, 4, 3, 6, 0, 4};
+  {
+    H5File f = H5File::create(path);
+    write(f, "/reconstruction", img.data(), {6, 4}, "attenuation per pixel", "final image");
+    write(f, "/timings/forward_projection", t.data(), {3, 2}, "s", "phase time");
+    write_scalar(f, "/timings/stable_iteration", 0.125, "s", "stable");
+    write(f, "/decomposition/boxes", boxes.data(), {2, 4}, "px", "tiles");
+    write_scalar<int64_t>(f, "/decomposition/halo", 17, "px", "halo");
+    write_strings(f, "/results/architecture", {"dncnn", "drunet", "ünet"}, "names");
+    pnp::Provenance p = pnp::basic_provenance("pnp_test");
+    p.torch_version = "2.11.0";
+    write_provenance(f, p);
+    write_attr(f, "/", "ranks", int64_t{2});
+    write_attr(f, "/", "config", std::string("[problem]\nsize = 6\n"));
+    write_attr(f, "/timings", "note", 1.5);
+  }
+  H5File f = H5File::open(path);
+  auto r = read<float>(f, "/reconstruction");
+  CHECK(r.shape == std::vector<int64_t>{6, 4});
+  CHECK(r.data == img);
+  auto rt = read<double>(f, "timings/forward_projection");
+  CHECK(rt.shape == std::vector<int64_t>{3, 2});
+  CHECK(rt.data == t);
+  auto s = read<double>(f, "/timings/stable_iteration");
+  CHECK(s.shape.empty());
+  CHECK(s.data == std::vector<double>{0.125});
+  CHECK(read<int64_t>(f, "/decomposition/boxes").data == boxes);
+  CHECK(read<int64_t>(f, "/decomposition/halo").data[0] == 17);
+  CHECK(read_strings(f, "/results/architecture") == std::vector<std::string>{"dncnn", "drunet", "ünet"});
+  for (const auto& d : list_datasets(f)) {
+    CAPTURE(d);
+    CHECK(has_attr(f, d, "units"));
+    CHECK(has_attr(f, d, "description"));
+  }
+  CHECK(list_datasets(f).size() == 6);
+  CHECK(list_datasets(f, "/timings") ==
+        std::vector<std::string>{"/timings/forward_projection", "/timings/stable_iteration"});
+  CHECK(read_attr_string(f, "/reconstruction", "units") == "attenuation per pixel");
+  CHECK(read_attr_string(f, "/", "program") == "pnp_test");
+  CHECK(read_attr_string(f, "/", "torch_version") == "2.11.0");
+  CHECK(read_attr_string(f, "/", "cuda_version") == "none");
+  CHECK(read_attr_string(f, "/", "git_commit").size() >= 7);
+  CHECK(read_attr_string(f, "/", "date").size() == 20);
+  CHECK(read_attr_int(f, "/", "ranks") == 2);
+  CHECK(read_attr_string(f, "/", "config") == "[problem]\nsize = 6\n");
+  CHECK(read_attr_double(f, "/timings", "note") == 1.5);
+  CHECK(exists(f, "/timings"));
+  CHECK_FALSE(exists(f, "/nope/deeper"));
+  CHECK_THROWS_AS(read<float>(f, "/missing"), pnp::InputError);
+}
+
+TEST_CASE("reading a DXchange file written by h5py") {
+  auto dir = pnp::test::scratch_dir("io_dx");
+  auto path = dir / "dx.h5";
+  std::string cmd = "python3 " + (pnp::test::source_dir() / "test/io/make_dxchange.py").string() + " " + path.string();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  Sinogram s = read_dxchange(path);
+  CHECK(s.data.shape == std::vector<int64_t>{12, 17});
+  for (float v : s.data.data) CHECK((v >= 0.5f && v < 1.5f));
+  REQUIRE(s.theta_deg.size() == 12);
+  CHECK(s.theta_deg[3] == doctest::Approx(45.0));
+  REQUIRE(s.ground_truth.has_value());
+  CHECK(s.ground_truth->shape == std::vector<int64_t>{12, 12});
+  CHECK(s.ground_truth->data[143] == 143.0f);  // converted from float64
+
+  DxchangePaths custom{"/custom/sino", "/custom/theta", ""};
+  Sinogram c = read_dxchange(path, custom);
+  CHECK(c.data.shape == std::vector<int64_t>{3, 5});
+  CHECK(c.data.data[0] == 2.5f);
+  CHECK(c.theta_deg.empty());
+  CHECK_FALSE(c.ground_truth.has_value());
+}
+
+TEST_CASE("DXchange errors name the file and dataset") {
+  auto dir = pnp::test::scratch_dir("io_err");
+  CHECK_THROWS_WITH_AS(read_dxchange(dir / "none.h5"),
+                       ("reading sinogram " + (dir / "none.h5").string() + ": file not found: " +
+                        (dir / "none.h5").string()).c_str(),
+                       pnp::InputError);
+  { std::ofstream(dir / "text.h5") << "not hdf5"; }
+  CHECK_THROWS_AS(read_dxchange(dir / "text.h5"), pnp::InputError);
+  {
+    H5File f = H5File::create(dir / "bad.h5");
+    std::vector<float> d(10, 1.0f);
+    write(f, "/exchange/data", d.data(), {10}, "1", "1-D: wrong");
+  }
+  CHECK_THROWS_WITH(read_dxchange(dir / "bad.h5"),
+                    doctest::Contains("'/exchange/data' must be [angles, detector], got 1 dimensions"));
+  {
+    H5File f = H5File::create(dir / "nodata.h5");
+    std::vector<float> d(4, 1.0f);
+    write(f, "/other", d.data(), {2, 2}, "1", "x");
+  }
+  CHECK_THROWS_WITH(read_dxchange(dir / "nodata.h5"), doctest::Contains("dataset '/exchange/data' not found in"));
+}
+
+TEST_CASE("atomic output: nothing under the final name until commit, no overwrite without force") {
+  auto dir = pnp::test::scratch_dir("io_atomic");
+  auto final_path = dir / "out.h5";
+  {
+    AtomicOutput out(final_path, false);
+    double v = 1.0;
+    write(out.file(), "/x", &v, {1}, "1", "x");
+    CHECK_FALSE(fs::exists(final_path));
+    // destroyed without commit: simulates a crash
+  }
+  CHECK_FALSE(fs::exists(final_path));
+  for (auto& e : fs::directory_iterator(dir)) CHECK(e.path().string().find(".tmp.") == std::string::npos);
+  {
+    AtomicOutput out(final_path, false);
+    double v = 2.0;
+    write(out.file(), "/x", &v, {1}, "1", "x");
+    out.commit();
+  }
+  CHECK(fs::exists(final_path));
+  CHECK_THROWS_WITH_AS(AtomicOutput(final_path, false),
+                       ("output file " + final_path.string() + " exists; pass --force to overwrite it").c_str(),
+                       pnp::InputError);
+  {
+    AtomicOutput out(final_path, true);
+    double v = 3.0;
+    write(out.file(), "/x", &v, {1}, "1", "x");
+    out.commit();
+  }
+  H5File f = H5File::open(final_path);
+  CHECK(read<double>(f, "/x").data[0] == 3.0);
+  CHECK_THROWS_AS(check_output_path(dir / "no_such_dir" / "o.h5", false), pnp::InputError);
+}
