@@ -1,0 +1,105 @@
+#include "pnp/decomposition.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace pnp {
+
+namespace {
+Box intersect(const Box& a, const Box& b) {
+  Box r{std::max(a.r0, b.r0), std::min(a.r1, b.r1), std::max(a.c0, b.c0), std::min(a.c1, b.c1)};
+  if (r.empty()) return Box{};
+  return r;
+}
+int64_t round_down(int64_t v, int64_t a) { return v / a * a; }
+int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+}  // namespace
+
+std::vector<std::pair<int64_t, int64_t>> split_range(int64_t n, int parts) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t base = n / parts, extra = n % parts, start = 0;
+  for (int p = 0; p < parts; ++p) {
+    int64_t len = base + (p < extra ? 1 : 0);
+    out.emplace_back(start, start + len);
+    start += len;
+  }
+  return out;
+}
+
+int64_t Decomposition::max_ext_pixels() const {
+  int64_t m = 0;
+  for (const auto& t : tiles) m = std::max(m, t.ext.size());
+  return m;
+}
+
+std::string Decomposition::describe() const {
+  std::ostringstream os;
+  os << kind << " " << grid_rows << " x " << grid_cols << " of a " << n << " x " << n << " image, halo " << halo
+     << " px, alignment " << align << "\n";
+  for (const auto& t : tiles) {
+    os << "  rank " << t.rank << ": owns " << to_string(t.own) << " (" << t.own.rows() << " x " << t.own.cols()
+       << "), extended " << to_string(t.ext) << " (" << t.ext.rows() << " x " << t.ext.cols() << "), "
+       << t.recvs.size() << " halo sources, " << t.sends.size() << " halo targets\n";
+  }
+  return os.str();
+}
+
+Decomposition plan_decomposition(int64_t n, int ranks, const std::string& kind, std::vector<int64_t> grid,
+                                 int64_t halo, int64_t align) {
+  if (ranks < 1) throw InputError("decomposition needs at least one rank");
+  if (halo < 0) throw InputError("distributed.halo must be >= 0");
+  if (align < 1) align = 1;
+  Decomposition d;
+  d.n = n;
+  d.halo = halo;
+  d.align = align;
+  d.kind = kind;
+  if (kind == "slabs") {
+    d.grid_rows = ranks;
+    d.grid_cols = 1;
+  } else if (kind == "grid") {
+    if (grid.size() != 2) grid = {0, 0};
+    if (grid[0] == 0 && grid[1] == 0) {
+      int r = static_cast<int>(std::sqrt(static_cast<double>(ranks)));
+      while (ranks % r) --r;
+      grid = {ranks / r, r};
+    } else if (grid[0] == 0) {
+      grid[0] = grid[1] ? ranks / grid[1] : 0;
+    } else if (grid[1] == 0) {
+      grid[1] = ranks / grid[0];
+    }
+    if (grid[0] * grid[1] != ranks)
+      throw InputError("distributed.grid = [" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) +
+                       "] does not match " + std::to_string(ranks) + " ranks");
+    d.grid_rows = static_cast<int>(grid[0]);
+    d.grid_cols = static_cast<int>(grid[1]);
+  } else {
+    throw InputError("distributed.decomposition must be \"slabs\" or \"grid\", got \"" + kind + "\"");
+  }
+  if (d.grid_rows > n || d.grid_cols > n)
+    throw InputError("cannot split a " + std::to_string(n) + " x " + std::to_string(n) + " image over " +
+                     std::to_string(d.grid_rows) + " x " + std::to_string(d.grid_cols) + " tiles: a tile would be empty");
+  auto rows = split_range(n, d.grid_rows), cols = split_range(n, d.grid_cols);
+  for (int r = 0; r < ranks; ++r) {
+    TilePlan t;
+    t.rank = r;
+    auto [r0, r1] = rows[static_cast<size_t>(r / d.grid_cols)];
+    auto [c0, c1] = cols[static_cast<size_t>(r % d.grid_cols)];
+    t.own = Box{r0, r1, c0, c1};
+    t.ext = Box{round_down(std::max<int64_t>(0, r0 - halo), align), std::min(n, round_up(r1 + halo, align)),
+                round_down(std::max<int64_t>(0, c0 - halo), align), std::min(n, round_up(c1 + halo, align))};
+    d.tiles.push_back(t);
+  }
+  for (auto& me : d.tiles)
+    for (const auto& other : d.tiles) {
+      if (other.rank == me.rank) continue;
+      Box need = intersect(me.ext, other.own);
+      if (!need.empty()) me.recvs.push_back({other.rank, need});
+      Box give = intersect(other.ext, me.own);
+      if (!give.empty()) me.sends.push_back({other.rank, give});
+    }
+  return d;
+}
+
+}  // namespace pnp

@@ -1,0 +1,97 @@
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "pnp/decomposition.hpp"
+
+using namespace pnp;
+
+namespace {
+// Every pixel owned exactly once; every ext pixel outside own received exactly once; sends
+// and receives mirror each other.
+void check_consistent(const Decomposition& d) {
+  std::vector<int> owner(static_cast<size_t>(d.n * d.n), 0);
+  for (const auto& t : d.tiles)
+    for (int64_t r = t.own.r0; r < t.own.r1; ++r)
+      for (int64_t c = t.own.c0; c < t.own.c1; ++c) owner[static_cast<size_t>(r * d.n + c)]++;
+  for (int v : owner) REQUIRE(v == 1);
+  for (const auto& t : d.tiles) {
+    CHECK(t.ext.r0 <= t.own.r0);
+    CHECK(t.ext.r1 >= t.own.r1);
+    CHECK(t.ext.c0 <= t.own.c0);
+    CHECK(t.ext.c1 >= t.own.c1);
+    CHECK(t.ext.r0 % d.align == 0);
+    CHECK(t.ext.c0 % d.align == 0);
+    CHECK((t.ext.r1 == d.n || t.ext.r1 % d.align == 0));
+    int64_t covered = t.own.size();
+    for (const auto& rv : t.recvs) {
+      covered += rv.box.size();
+      const auto& src = d.tile(rv.peer);
+      CHECK(src.own.contains(rv.box.r0, rv.box.c0));
+      bool mirrored = false;
+      for (const auto& s : src.sends) mirrored |= (s.peer == t.rank && s.box == rv.box);
+      CHECK(mirrored);
+    }
+    CHECK(covered == t.ext.size());
+  }
+}
+}  // namespace
+
+TEST_CASE("split_range handles uneven sizes") {
+  auto r = split_range(10, 3);
+  REQUIRE(r.size() == 3);
+  CHECK(r[0] == std::pair<int64_t, int64_t>{0, 4});
+  CHECK(r[1] == std::pair<int64_t, int64_t>{4, 7});
+  CHECK(r[2] == std::pair<int64_t, int64_t>{7, 10});
+}
+
+TEST_CASE("slabs with halos, uneven, 1 to 7 ranks") {
+  for (int ranks = 1; ranks <= 7; ++ranks)
+    for (int64_t halo : {0, 1, 5, 40}) {
+      CAPTURE(ranks);
+      CAPTURE(halo);
+      auto d = plan_decomposition(61, ranks, "slabs", {}, halo);
+      CHECK(d.tiles.size() == size_t(ranks));
+      check_consistent(d);
+      for (const auto& t : d.tiles) {
+        CHECK(t.ext.r0 == std::max<int64_t>(0, t.own.r0 - halo));
+        CHECK(t.ext.r1 == std::min<int64_t>(61, t.own.r1 + halo));
+        CHECK(t.ext.c0 == 0);
+        CHECK(t.ext.c1 == 61);
+      }
+    }
+}
+
+TEST_CASE("a halo wider than a slab reaches past the nearest neighbour") {
+  auto d = plan_decomposition(64, 4, "slabs", {}, 20);
+  check_consistent(d);
+  CHECK(d.tile(0).recvs.size() == 2);  // ranks 1 (rows 16-32) and 2 (rows 32-36)
+  CHECK(d.tile(1).recvs.size() == 3);
+}
+
+TEST_CASE("grids: 2x2, 3x2, auto factorisation, alignment") {
+  auto d = plan_decomposition(50, 4, "grid", {0, 0}, 3);
+  CHECK(d.grid_rows == 2);
+  CHECK(d.grid_cols == 2);
+  check_consistent(d);
+  CHECK(d.tile(0).recvs.size() == 3);  // right, below and the diagonal corner
+  auto g = plan_decomposition(50, 6, "grid", {3, 2}, 4, 8);
+  CHECK(g.grid_rows == 3);
+  check_consistent(g);
+  CHECK(g.tile(4).recvs.size() == 3);  // bottom-left corner: above, above-right, right
+  auto c = plan_decomposition(60, 9, "grid", {3, 3}, 4);
+  check_consistent(c);
+  CHECK(c.tile(4).recvs.size() == 8);  // the centre tile has 8 neighbours
+  CHECK(c.tile(4).sends.size() == 8);
+  auto a = plan_decomposition(100, 3, "slabs", {}, 5, 8);
+  check_consistent(a);
+  CHECK(a.tile(1).ext.r0 == 24);  // own starts at 34, 34-5=29 rounded down to 24
+  CHECK(a.tile(1).ext.r1 == 72);  // own ends at 67, 67+5=72
+}
+
+TEST_CASE("bad plans are input errors") {
+  CHECK_THROWS_WITH_AS(plan_decomposition(16, 6, "grid", {4, 2}, 0),
+                       "distributed.grid = [4, 2] does not match 6 ranks", InputError);
+  CHECK_THROWS_AS(plan_decomposition(4, 8, "slabs", {}, 0), InputError);
+  CHECK_THROWS_AS(plan_decomposition(16, 2, "cubes", {}, 0), InputError);
+}
