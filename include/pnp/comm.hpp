@@ -1,0 +1,88 @@
+// Communication: the MPI session, collective error agreement, and one Communicator
+// interface with an MPI backend (CPU tensors, host-staged CUDA tensors) and an NCCL
+// backend (CUDA tensors; communicators created before any graph capture).
+#pragma once
+
+#include <mpi.h>
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "pnp/core.hpp"
+#include "pnp/decomposition.hpp"
+
+namespace pnp {
+
+// RAII MPI_Init / MPI_Finalize.
+class MpiSession {
+ public:
+  MpiSession(int& argc, char**& argv);
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int local_rank() const { return local_rank_; }  // rank among the ranks of this node
+  int local_size() const { return local_size_; }
+
+ private:
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+// Thrown on every rank when `collectively` saw a failure on any rank: carries the message
+// of the lowest failing rank and whether it was an input error.
+class CollectiveError : public Error {
+ public:
+  CollectiveError(const std::string& msg, bool input_error) : Error(msg), input_error(input_error) {}
+  bool input_error;
+};
+
+// Runs fn on every rank, then agrees: if any rank threw, every rank throws CollectiveError
+// with the first failing rank's message ("rank R: ..." when it failed on some ranks only).
+// Use it around setup steps so that no rank is left waiting in a later collective.
+void collectively(MPI_Comm comm, const std::function<void()>& fn);
+
+// Prints "error: <msg>" and aborts the whole job: for failures inside the solver loop,
+// where other ranks may be blocked in a collective.
+[[noreturn]] void abort_job(const std::string& msg, int code);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend() const = 0;  // "mpi", "mpi-host-staged" or "nccl"
+
+  // Sums a contiguous tensor in place over all ranks (the partial sinograms).
+  virtual void allreduce_sum(at::Tensor& t) = 0;
+  // Fills the halo of `ext` ([tile.ext.rows(), tile.ext.cols()], the owned part current) with
+  // the owned pixels of the other ranks, following the plan of this rank.
+  virtual void halo_exchange(at::Tensor& ext, const Decomposition& d) = 0;
+  // Gathers every rank's owned tile into an [n, n] image on rank 0 (CPU, float32);
+  // returns an undefined tensor on the other ranks.
+  virtual at::Tensor gather_tiles(const at::Tensor& own, const Decomposition& d);
+
+  // Bytes this rank sent since construction (halo and allreduce payloads).
+  int64_t bytes_sent() const { return bytes_sent_; }
+
+  // Host scalar reductions for metrics (always over MPI).
+  double sum(double v) const;
+  double max(double v) const;
+  MPI_Comm mpi_comm() const { return comm_; }
+
+ protected:
+  explicit Communicator(MPI_Comm comm) : comm_(comm) {}
+  MPI_Comm comm_;
+  int64_t bytes_sent_ = 0;
+};
+
+// kind: "mpi", "nccl" or "auto" (NCCL when the device is CUDA, NCCL is built in and each rank
+// of the node has its own GPU; otherwise MPI, host-staged for CUDA tensors).
+std::unique_ptr<Communicator> make_communicator(const std::string& kind, MPI_Comm comm, at::Device device,
+                                                int local_size, int device_count);
+
+}  // namespace pnp

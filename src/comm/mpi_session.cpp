@@ -1,0 +1,68 @@
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "pnp/comm.hpp"
+
+namespace pnp {
+
+MpiSession::MpiSession(int& argc, char**& argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local_rank_);
+  MPI_Comm_size(node, &local_size_);
+  MPI_Comm_free(&node);
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void collectively(MPI_Comm comm, const std::function<void()>& fn) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  std::string msg;
+  int kind = 0;  // 0 ok, 1 input error, 2 other error
+  try {
+    fn();
+  } catch (const InputError& e) {
+    msg = e.what(), kind = 1;
+  } catch (const std::exception& e) {
+    msg = e.what(), kind = 2;
+  }
+  // Lowest failing rank, and how many failed.
+  int failing = kind ? rank : INT32_MAX, first = 0, nfail = 0, one = kind ? 1 : 0;
+  MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, comm);
+  if (first == INT32_MAX) return;
+  MPI_Allreduce(&one, &nfail, 1, MPI_INT, MPI_SUM, comm);
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  int len = static_cast<int>(msg.size());
+  MPI_Bcast(&len, 1, MPI_INT, first, comm);
+  MPI_Bcast(&kind, 1, MPI_INT, first, comm);
+  std::vector<char> buf(static_cast<size_t>(len) + 1, 0);
+  if (rank == first) std::memcpy(buf.data(), msg.data(), msg.size());
+  MPI_Bcast(buf.data(), len, MPI_CHAR, first, comm);
+  std::string text(buf.data(), static_cast<size_t>(len));
+  if (nfail < size) text = "rank " + std::to_string(first) + ": " + text;
+  throw CollectiveError(text, kind == 1);
+}
+
+void abort_job(const std::string& msg, int code) {
+  int rank = 0, init = 0;
+  MPI_Initialized(&init);
+  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "error: rank %d: %s\n", rank, msg.c_str());
+  std::fflush(stderr);
+  if (init) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace pnp

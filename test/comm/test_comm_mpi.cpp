@@ -1,0 +1,72 @@
+// Runs under mpiexec with several rank counts (see CMakeLists.txt).
+#include <doctest/doctest.h>
+
+#include "pnp/comm.hpp"
+
+using namespace pnp;
+
+namespace {
+int world_rank() { int r; MPI_Comm_rank(MPI_COMM_WORLD, &r); return r; }
+int world_size() { int s; MPI_Comm_size(MPI_COMM_WORLD, &s); return s; }
+// A value unique to every global pixel (never zero).
+at::Tensor pattern(const Box& b, int64_t n) {
+  auto r = at::arange(b.r0, b.r1, at::kDouble).unsqueeze(1), c = at::arange(b.c0, b.c1, at::kDouble).unsqueeze(0);
+  return (r * n + c + 1.0).to(at::kFloat);
+}
+}  // namespace
+
+TEST_CASE("allreduce_sum sums the partial sinograms of all ranks") {
+  auto comm = make_communicator("mpi", MPI_COMM_WORLD, at::kCPU, 1, 0);
+  int r = world_rank(), s = world_size();
+  at::Tensor t = at::full({5, 7}, double(r + 1), at::kDouble);
+  comm->allreduce_sum(t);
+  CHECK(at::allclose(t, at::full({5, 7}, s * (s + 1) / 2.0, at::kDouble)));
+  CHECK(comm->bytes_sent() == (s > 1 ? 5 * 7 * 8 : 0));
+  CHECK(comm->sum(1.0) == s);
+  CHECK(comm->max(double(r)) == s - 1);
+}
+
+TEST_CASE("halo exchange fills every ghost pixel with its owner's value, slabs and grids") {
+  int s = world_size(), r = world_rank();
+  auto comm = make_communicator("auto", MPI_COMM_WORLD, at::kCPU, 1, 0);
+  for (std::string kind : {"slabs", "grid"})
+    for (int64_t halo : {1, 3, 11}) {
+      CAPTURE(kind);
+      CAPTURE(halo);
+      const int64_t n = 37;
+      auto d = plan_decomposition(n, s, kind, {0, 0}, halo, 1);
+      const TilePlan& me = d.tile(r);
+      // Poison the whole extended tile, then write only the owned part.
+      at::Tensor ext = at::full({me.ext.rows(), me.ext.cols()}, std::nanf(""), at::kFloat);
+      ext.narrow(0, me.own.r0 - me.ext.r0, me.own.rows()).narrow(1, me.own.c0 - me.ext.c0, me.own.cols())
+          .copy_(pattern(me.own, n));
+      comm->halo_exchange(ext, d);
+      CHECK(at::equal(ext, pattern(me.ext, n)));
+    }
+}
+
+TEST_CASE("gather_tiles assembles the image on rank 0") {
+  int s = world_size(), r = world_rank();
+  auto comm = make_communicator("mpi", MPI_COMM_WORLD, at::kCPU, 1, 0);
+  auto d = plan_decomposition(29, s, s % 2 == 0 ? "grid" : "slabs", {0, 0}, 2, 1);
+  at::Tensor img = comm->gather_tiles(pattern(d.tile(r).own, 29), d);
+  if (r == 0) CHECK(at::equal(img, pattern(Box{0, 29, 0, 29}, 29)));
+  else CHECK_FALSE(img.defined());
+}
+
+TEST_CASE("collectively: a failure on one rank reaches every rank with its message") {
+  int s = world_size(), r = world_rank();
+  bool threw = false;
+  try {
+    collectively(MPI_COMM_WORLD, [&] {
+      if (r == s - 1) throw InputError("bad input on the last rank");
+    });
+  } catch (const CollectiveError& e) {
+    threw = true;
+    CHECK(e.input_error);
+    std::string expected = s > 1 ? "rank " + std::to_string(s - 1) + ": bad input on the last rank" : "bad input on the last rank";
+    CHECK(std::string(e.what()) == expected);
+  }
+  CHECK(threw);
+  CHECK_NOTHROW(collectively(MPI_COMM_WORLD, [] {}));
+}
