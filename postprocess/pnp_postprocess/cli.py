@@ -1,0 +1,65 @@
+"""Command line: python3 -m pnp_postprocess FIGURE FILES... --out DIR"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import h5py
+
+from .api import FIGURES, make_figure
+from .io import SchemaError, gpu_label, program_of
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python3 -m pnp_postprocess",
+        description="Draw the pnp study's figures (PNG + PDF) and the same data as CSV from "
+                    "pnp_recon / pnp_bench HDF5 result files. Repeated runs are separate "
+                    "files and are averaged (± std) per (GPU, GPU count, mode, backend).",
+        epilog="figures:\n" + "\n".join(f"  {n:<17} {s.help}" for n, s in FIGURES.items())
+               + "\n  all               every figure the given files allow\n"
+               "  list              one line per file (program, ranks, mode, GPU, commit)",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("figure", choices=list(FIGURES) + ["all", "list"], metavar="FIGURE",
+                   help="which figure to draw (see below)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="pnp result files (.h5)")
+    p.add_argument("--out", default="figures", metavar="DIR",
+                   help="output directory (default: figures)")
+    p.add_argument("--name", metavar="STEM",
+                   help="file name stem of the outputs (default: the figure name)")
+    return p
+
+
+def _list(files) -> int:
+    for path in files:
+        with h5py.File(path, "r") as f:
+            a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+        print(f"{path}: {a.get('program')} ranks={a.get('ranks')} mode={a.get('compile_mode')} "
+              f"backend={a.get('compile_backend')} gpu={gpu_label(a.get('gpu_names', ''))} "
+              f"commit={a.get('git_commit')} date={a.get('date')}")
+    return 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.figure == "list":
+            return _list(args.files)
+        if args.figure == "all":
+            by_program = {"pnp_recon": [], "pnp_bench": []}
+            for path in args.files:
+                prog = program_of(path)
+                if prog not in by_program:
+                    raise SchemaError(f"{path}: unknown program '{prog}'")
+                by_program[prog].append(path)
+            names = [n for n, s in FIGURES.items() if by_program[s.program]]
+            jobs = [(n, by_program[FIGURES[n].program], None) for n in names]
+        else:
+            jobs = [(args.figure, args.files, args.name)]
+        for name, files, stem in jobs:
+            out = make_figure(name, files, args.out, stem)
+            print(f"{name}: {out.png} {out.pdf} {out.csv} ({len(out.rows)} rows)")
+    except (SchemaError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

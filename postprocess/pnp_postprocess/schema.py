@@ -1,0 +1,45 @@
+"""The pnp HDF5 output schema (docs/output_schema.md), as data.
+
+The readers check files against these lists, so a file that is not a pnp output (or one
+from an incompatible version) fails with a message naming the file and what is missing.
+"""
+
+RECON_ROOT_ATTRS = (
+    "program", "version", "git_commit", "date", "host", "ranks", "gpu_names",
+    "torch_version", "cuda_version", "nccl_version", "config",
+    "compile_mode", "compile_backend", "architecture", "device",
+)
+BENCH_ROOT_ATTRS = RECON_ROOT_ATTRS
+
+PHASES = ("forward_projection", "allreduce", "backprojection", "step",
+          "halo_exchange", "denoise", "clamp")
+"""Phases of one PnP iteration, in execution order (``total`` is their device-event sum)."""
+
+RECON_DATASETS = {
+    # path: (units, required)
+    "/reconstruction": ("attenuation per pixel", True),
+    "/ground_truth": ("attenuation per pixel", False),
+    **{f"/timings/{p}": ("s", True) for p in PHASES + ("total", "wall")},
+    "/timings/first_iteration": ("s", True),
+    "/timings/stable_iteration": ("s", True),
+    "/timings/compile": ("s", True),
+    "/memory/peak_bytes": ("B", True),
+    "/metrics/psnr": ("dB", True),
+    "/metrics/residual": ("1", True),
+    "/decomposition/boxes": ("px", True),
+    "/decomposition/halo": ("px", True),
+}
+
+BENCH_COLUMNS = {
+    # column: kind ("str", "int" or "float")
+    "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",
+    "gpu": "str", "status": "str", "reason": "str", "first_call_s": "float",
+    "compile_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
+    "flops": "float", "bytes": "float", "intensity": "float",
+}
+
+COMPILE_MODES = ("none", "pre", "post", "fused")
+"""Compile placements in the order the figures show them."""
+
+# Ridge points of the roofline: TF32 dense peak / HBM bandwidth, in FLOP per byte.
+RIDGE_FLOP_PER_BYTE = {"A100": 76.5, "H100": 147.0, "H200": 103.0}

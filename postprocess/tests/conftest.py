@@ -1,0 +1,207 @@
+"""Schema-exact pnp output files for the tests (docs/output_schema.md), written with h5py.
+
+`write_recon` and `write_bench` write one file each with every root attribute, every dataset,
+and `units` + `description` on each dataset, exactly as pnp_recon and pnp_bench do. The
+session fixtures `study_files` and `sweep_files` hold a whole study: 1 and 2 GPUs x the four
+compile modes x 3 repetitions on an H100 (plus a 1-GPU A100 eager/pre pair), and a denoiser
+sweep on an A100 and an H100.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PHASES = ("forward_projection", "allreduce", "backprojection", "step", "halo_exchange",
+          "denoise", "clamp")
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+H200 = "NVIDIA H200"
+STR = h5py.string_dtype("utf-8")
+
+
+def _dataset(f, path, data, units, description, dtype=None):
+    d = f.create_dataset(path, data=data, dtype=dtype)
+    d.attrs["units"] = units
+    d.attrs["description"] = description
+    return d
+
+
+def _root_attrs(f, program, ranks, gpu, mode, backend, architecture, config, device="cuda"):
+    f.attrs["program"] = program
+    f.attrs["version"] = "0.1.0"
+    f.attrs["git_commit"] = "0123456789abcdef0123456789abcdef01234567"
+    f.attrs["date"] = "2026-11-29T10:00:00Z"
+    f.attrs["host"] = "node042"
+    f.attrs["ranks"] = np.int64(ranks)
+    f.attrs["gpu_names"] = ",".join([gpu] * ranks)
+    f.attrs["torch_version"] = "2.11.0"
+    f.attrs["cuda_version"] = "13.0" if gpu != "cpu" else "none"
+    f.attrs["nccl_version"] = "2.27.7" if gpu != "cpu" else "none"
+    f.attrs["config"] = config
+    f.attrs["compile_mode"] = mode
+    f.attrs["compile_backend"] = backend
+    f.attrs["architecture"] = architecture
+    f.attrs["device"] = device if gpu != "cpu" else "cpu"
+
+
+def phase_profile(mode: str, ranks: int, stable: float) -> dict:
+    """Stable phase times (s) per iteration for a run whose stable iteration is `stable`."""
+    share = {"forward_projection": 0.12, "allreduce": 0.02 if ranks > 1 else 0.0,
+             "backprojection": 0.12, "step": 0.01, "halo_exchange": 0.03 if ranks > 1 else 0.0,
+             "denoise": 0.68, "clamp": 0.01}
+    total = sum(share.values())
+    return {p: stable * s / total for p, s in share.items()}
+
+
+def write_recon(path, *, ranks=1, mode="none", backend="native", gpu=H100, n=64,
+                iterations=10, first=2.0, stable=0.5, compile_s=0.0, psnr0=18.0,
+                with_ground_truth=True, phases_timed=None, seed=0) -> Path:
+    """One pnp_recon output. Iteration 1 takes `first` s, the others about `stable` s, and
+    /timings/stable_iteration is exactly the mean of the last 5 wall times (max over ranks)."""
+    rng = np.random.default_rng(seed)
+    path = Path(path)
+    config = (f'[problem]\nsize = {n}\nangles = 100\n[compile]\nmode = "{mode}"\n'
+              f'backend = "{backend}"\n[distributed]\nhalo = 0\n')
+    if phases_timed is None:
+        phases_timed = mode != "fused"   # a fused step is one region: only its total is timed
+    wall = stable * (1 + 0.02 * rng.standard_normal((iterations, ranks)))
+    wall[0, :] = first * (1 + 0.01 * rng.standard_normal(ranks))
+    prof = phase_profile(mode, ranks, stable)
+    with h5py.File(path, "w") as f:
+        _root_attrs(f, "pnp_recon", ranks, gpu, mode, backend, "drunet", config)
+        x, y = np.meshgrid(np.linspace(-1, 1, n), np.linspace(-1, 1, n))
+        gt = ((x ** 2 / 0.5 + y ** 2 / 0.8) < 1).astype(np.float32)
+        _dataset(f, "/reconstruction", gt + 0.01 * rng.standard_normal(gt.shape).astype(np.float32),
+                 "attenuation per pixel", "final image")
+        if with_ground_truth:
+            _dataset(f, "/ground_truth", gt, "attenuation per pixel", "phantom of the input")
+        total = np.zeros((iterations, ranks))
+        for p in PHASES:
+            t = prof[p] * (wall / stable) * 0.95
+            t[0, :] = prof[p] * 0.95
+            total += t
+            if not phases_timed:
+                t = np.full_like(t, np.nan)
+            _dataset(f, f"/timings/{p}", t, "s", f"device-event time of {p} per iteration and rank")
+        _dataset(f, "/timings/total", total, "s", "device-event time of the iteration")
+        _dataset(f, "/timings/wall", wall, "s", "host wall time of each iteration")
+        per_it = wall.max(axis=1)
+        _dataset(f, "/timings/first_iteration", float(per_it[0]), "s",
+                 "wall time of iteration 1 incl. setup, warm-up and compile (max over ranks)")
+        _dataset(f, "/timings/stable_iteration", float(np.mean(per_it[-5:])), "s",
+                 "mean wall time of the last 5 iterations (max over ranks)")
+        _dataset(f, "/timings/compile", float(compile_s), "s", "compile cost (max over ranks)")
+        _dataset(f, "/memory/peak_bytes", np.full(ranks, 2 ** 30 // ranks, dtype=np.int64), "B",
+                 "peak device memory of each rank")
+        it = np.arange(1, iterations + 1)
+        psnr = psnr0 + 12 * (1 - np.exp(-it / 3)) + 0.05 * rng.standard_normal(iterations)
+        residual = 0.5 * np.exp(-it / 2.5) + 0.01
+        if not with_ground_truth:
+            psnr[:] = np.nan
+        _dataset(f, "/metrics/psnr", psnr, "dB", "PSNR against the ground truth")
+        _dataset(f, "/metrics/residual", residual, "1", "relative residual ||Ax - y|| / ||y||")
+        rows = np.linspace(0, n, ranks + 1).astype(np.int64)
+        boxes = np.array([[rows[r], rows[r + 1], 0, n] for r in range(ranks)], dtype=np.int64)
+        _dataset(f, "/decomposition/boxes", boxes, "px", "owned tile of each rank: r0, r1, c0, c1")
+        _dataset(f, "/decomposition/halo", np.int64(190 if ranks > 1 else 0), "px", "halo width")
+    return path
+
+
+SHAPES = [(2, "1x3x512x512"), (2, "1x3x1024x1024"), (2, "1x3x2048x2048"),
+          (3, "1x3x128x128x128"), (3, "1x3x8x512x512"), (3, "1x3x16x512x512")]
+# (flops per voxel, bytes per voxel) of each architecture, 2D; 3D kernels are 3x heavier.
+ARCH_COUNTS = {"dncnn": (1.33e6, 19.5e3), "drunet": (4.24e6, 23.0e3), "unet": (1.9e6, 52.0e3)}
+
+
+def bench_rows(gpu, speed=1.0, skip=(), seed=0) -> list[dict]:
+    """Rows of a sweep: eager and native for every architecture and shape on `gpu`."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for arch, (fpv, bpv) in ARCH_COUNTS.items():
+        for dim, shape in SHAPES:
+            vox = math.prod(int(s) for s in shape.split("x")[2:])
+            flops = fpv * vox * (3 if dim == 3 else 1)
+            nbytes = bpv * vox + 4.0e7  # + weights, read once per call
+            eager = flops / (40e12 * speed) + nbytes / (1.2e12 * speed)
+            intensity = flops / nbytes
+            # Compiling wins most on small, memory-bound inputs (launch overhead, fusion).
+            native = eager / (1.3 + 2.5 / (1 + intensity / 100) + 0.3 / (1 + vox / 1e6)
+                              + 0.1 * rng.random())
+            for backend, mode, t in (("eager", "none", eager), ("native", "pre", native)):
+                skipped = (arch, shape) in skip
+                rows.append({
+                    "architecture": arch, "dim": dim, "shape": shape, "backend": backend,
+                    "mode": mode, "gpu": gpu, "status": "skipped" if skipped else "ok",
+                    "reason": "out of memory" if skipped else "",
+                    "first_call_s": math.nan if skipped else t * (3 if backend == "eager" else 60),
+                    "compile_s": math.nan if skipped else (0.0 if backend == "eager" else t * 55),
+                    "stable_s": math.nan if skipped else t,
+                    "peak_memory_bytes": 0 if skipped else int(nbytes * 0.3),
+                    "flops": flops, "bytes": nbytes, "intensity": intensity})
+    return rows
+
+
+def write_bench(path, rows, *, gpu=H100, mode="pre", backend="native") -> Path:
+    """One pnp_bench output holding `rows` as the /results columns."""
+    path = Path(path)
+    kinds = {"architecture": STR, "dim": np.int64, "shape": STR, "backend": STR, "mode": STR,
+             "gpu": STR, "status": STR, "reason": STR, "first_call_s": np.float64,
+             "compile_s": np.float64, "stable_s": np.float64, "peak_memory_bytes": np.int64,
+             "flops": np.float64, "bytes": np.float64, "intensity": np.float64}
+    units = {"first_call_s": "s", "compile_s": "s", "stable_s": "s", "peak_memory_bytes": "B",
+             "flops": "FLOP", "bytes": "B", "intensity": "FLOP/B", "dim": "1"}
+    with h5py.File(path, "w") as f:
+        _root_attrs(f, "pnp_bench", 1, gpu, mode, backend, "dncnn,drunet,unet",
+                    '[denoiser]\narchitectures = ["dncnn", "drunet", "unet"]\n')
+        f.create_group("results")
+        for col, dt in kinds.items():
+            _dataset(f, f"/results/{col}", [r[col] for r in rows], units.get(col, ""),
+                     f"sweep column {col}", dtype=dt)
+    return path
+
+
+STUDY_TIMES = {  # (ranks, mode): (first, stable) on the H100, seconds
+    (1, "none"): (3.1, 0.92), (1, "pre"): (38.0, 0.61), (1, "post"): (55.0, 0.50),
+    (1, "fused"): (61.0, 0.47), (2, "none"): (2.2, 0.50), (2, "pre"): (36.0, 0.33),
+    (2, "post"): (52.0, 0.27), (2, "fused"): (58.0, 0.25),
+}
+
+
+@pytest.fixture(scope="session")
+def study_files(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("study")
+    files, seed = [], 0
+    for (ranks, mode), (first, stable) in STUDY_TIMES.items():
+        for rep in range(3):
+            seed += 1
+            files.append(write_recon(
+                d / f"study_h100_{ranks}g_{mode}_r{rep}.h5", ranks=ranks, mode=mode, gpu=H100,
+                first=first * (1 + 0.03 * rep), stable=stable * (1 + 0.01 * rep),
+                compile_s=0.0 if mode == "none" else first * 0.9, seed=seed))
+    for mode, (first, stable) in (("none", (4.0, 1.6)), ("pre", (47.0, 1.1))):
+        seed += 1
+        files.append(write_recon(d / f"study_a100_1g_{mode}.h5", ranks=1, mode=mode, gpu=A100,
+                                 first=first, stable=stable, seed=seed))
+    return files
+
+
+@pytest.fixture(scope="session")
+def sweep_files(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("sweep")
+    return [
+        write_bench(d / "sweep_h100_1.h5", bench_rows(H100, speed=2.0, seed=1), gpu=H100),
+        write_bench(d / "sweep_h100_2.h5", bench_rows(H100, speed=2.05, seed=2), gpu=H100),
+        write_bench(d / "sweep_a100.h5",
+                    bench_rows(A100, speed=1.0, skip={("unet", "1x3x16x512x512")}, seed=3),
+                    gpu=A100),
+    ]
+
+
+@pytest.fixture
+def schema_doc() -> str:
+    return (REPO / "docs" / "output_schema.md").read_text(encoding="utf-8")

@@ -1,0 +1,61 @@
+"""python3 -m pnp_postprocess FIGURE FILES... --out DIR, as a user runs it."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pnp_postprocess import FIGURES, read_csv
+
+PKG_ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(PKG_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "pnp_postprocess", *map(str, args)], cwd=cwd,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_help_lists_every_figure():
+    r = cli("--help")
+    assert r.returncode == 0
+    for name in FIGURES:
+        assert name in r.stdout
+
+
+def test_one_figure_from_many_files(tmp_path, study_files):
+    r = cli("compile-speedup", *study_files, "--out", tmp_path / "figs")
+    assert r.returncode == 0, r.stderr
+    for ext in ("png", "pdf", "csv"):
+        assert (tmp_path / "figs" / f"compile-speedup.{ext}").stat().st_size > 0
+    assert "10 rows" in r.stdout
+    r = cli("phases", *study_files[:3], "--out", tmp_path / "figs", "--name", "h100_1gpu_eager")
+    assert r.returncode == 0, r.stderr
+    rows = read_csv(tmp_path / "figs" / "h100_1gpu_eager.csv")
+    assert len(rows) == 1 and rows[0]["repetitions"] == "3"
+
+
+def test_all_sorts_files_by_program(tmp_path, study_files, sweep_files):
+    r = cli("all", *study_files, *sweep_files, "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    for name in FIGURES:
+        assert (tmp_path / f"{name}.png").exists(), name
+    r = cli("all", *sweep_files, "--out", tmp_path / "sweep_only")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.stem for p in (tmp_path / "sweep_only").glob("*.png")) == \
+        ["denoiser-speedup", "roofline"]
+
+
+def test_list(study_files):
+    r = cli("list", study_files[0])
+    assert r.returncode == 0 and "pnp_recon ranks=1 mode=none" in r.stdout
+    assert "commit=0123456789abcdef" in r.stdout
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path, study_files, sweep_files):
+    r = cli("roofline", study_files[0], "--out", tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: ") and "expected pnp_bench" in r.stderr
+    r = cli("psnr", tmp_path / "missing.h5", "--out", tmp_path)
+    assert r.returncode == 2 and "missing.h5" in r.stderr
+    r = cli("nonsense", study_files[0])
+    assert r.returncode == 2 and "invalid choice" in r.stderr
