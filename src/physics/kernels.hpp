@@ -1,0 +1,31 @@
+// Internal kernel entry points of the projector (raw pointers; no torch types so that the
+// CUDA translation unit does not need the torch headers).
+#pragma once
+
+#include <cstdint>
+
+namespace pnp::physics::detail {
+
+// out[K][n_det] (contiguous) = A restricted to the box with origin (r0, c0) applied to the
+// tile img[rows][cols] with row stride ld. angles: K doubles (degrees) in the same memory.
+template <typename T>
+void forward_cpu(const T* img, int64_t ld, int64_t rows, int64_t cols, const double* angles, int64_t K,
+                 int64_t n, int64_t n_det, int64_t r0, int64_t c0, T* out);
+
+// out[rows][cols] (row stride ld_out) = the box (r0, c0, rows, cols) of A^T sino, sino [K][n_det] contiguous.
+template <typename T>
+void adjoint_cpu(const T* sino, const double* angles, int64_t K, int64_t n, int64_t n_det, int64_t r0,
+                 int64_t c0, int64_t rows, int64_t cols, T* out, int64_t ld_out);
+
+#ifdef PNP_HAVE_CUDA
+// CUDA versions: asynchronous on `stream` (a cudaStream_t); return nullptr or the CUDA
+// error string of the launch. `angles` is device memory.
+template <typename T>
+const char* forward_cuda(const T* img, int64_t ld, int64_t rows, int64_t cols, const double* angles, int64_t K,
+                         int64_t n, int64_t n_det, int64_t r0, int64_t c0, T* out, void* stream);
+template <typename T>
+const char* adjoint_cuda(const T* sino, const double* angles, int64_t K, int64_t n, int64_t n_det, int64_t r0,
+                         int64_t c0, int64_t rows, int64_t cols, T* out, int64_t ld_out, void* stream);
+#endif
+
+}  // namespace pnp::physics::detail
