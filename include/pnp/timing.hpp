@@ -1,0 +1,66 @@
+// Per-phase timing of the PnP loop with device events (CUDA) or the host clock (CPU),
+// without host synchronisation inside the loop: CUDA events are resolved in finish().
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/Event.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pnp {
+
+class PhaseTimer {
+ public:
+  PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations);
+  const std::vector<std::string>& phases() const { return phases_; }
+  int phase_index(const std::string& name) const;
+
+  void begin_iteration(int64_t it);
+  void start(int phase);
+  void stop(int phase);
+  void end_iteration();
+  // Waits for the device and turns events into seconds. Call once, after the loop.
+  void finish();
+
+  // [iterations][phase] seconds, after finish(). The "total" of an iteration is the time
+  // from its begin to its end event (device time, including gaps between kernels).
+  double seconds(int64_t it, int phase) const { return secs_[static_cast<size_t>(it)][static_cast<size_t>(phase)]; }
+  double total(int64_t it) const { return totals_[static_cast<size_t>(it)]; }
+  double wall(int64_t it) const { return walls_[static_cast<size_t>(it)]; }  // host clock
+  int64_t iterations() const { return iterations_; }
+  // Peak device memory (bytes) since construction, and during each phase; 0 on CPU.
+  int64_t peak_bytes() const { return peak_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Mark {
+    std::unique_ptr<c10::Event> ev;
+    Clock::time_point host;
+  };
+  Mark mark();
+  double between(const Mark& a, const Mark& b) const;
+  void sample_peak();
+
+  c10::Device device_;
+  std::vector<std::string> phases_;
+  int64_t iterations_;
+  int64_t it_ = -1;
+  std::vector<std::vector<Mark>> starts_, stops_;  // [it][phase]
+  std::vector<Mark> it_begin_, it_end_;
+  std::vector<std::vector<double>> secs_;
+  std::vector<double> totals_, walls_;
+  int64_t peak_ = 0;
+};
+
+// Peak bytes allocated on a CUDA device by the caching allocator (0 on CPU or without CUDA),
+// and a reset of that peak.
+int64_t device_peak_bytes(c10::Device d);
+void reset_device_peak(c10::Device d);
+// Device name ("NVIDIA H200", or "cpu").
+std::string device_name(c10::Device d);
+
+}  // namespace pnp

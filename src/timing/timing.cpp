@@ -1,0 +1,106 @@
+#include "pnp/timing.hpp"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <stdexcept>
+
+#ifdef PNP_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pnp {
+
+PhaseTimer::PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations)
+    : device_(device), phases_(std::move(phases)), iterations_(iterations) {
+  size_t n = static_cast<size_t>(iterations);
+  starts_.resize(n);
+  stops_.resize(n);
+  it_begin_.resize(n);
+  it_end_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    starts_[i].resize(phases_.size());
+    stops_[i].resize(phases_.size());
+  }
+}
+
+int PhaseTimer::phase_index(const std::string& name) const {
+  for (size_t i = 0; i < phases_.size(); ++i)
+    if (phases_[i] == name) return static_cast<int>(i);
+  throw std::out_of_range("no timing phase named " + name);
+}
+
+PhaseTimer::Mark PhaseTimer::mark() {
+  Mark m;
+  if (device_.is_cuda()) {
+    auto* impl = c10::impl::getDeviceGuardImpl(device_.type());
+    m.ev = std::make_unique<c10::Event>(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+    m.ev->record(impl->getStream(device_));
+  }
+  m.host = Clock::now();
+  return m;
+}
+
+double PhaseTimer::between(const Mark& a, const Mark& b) const {
+  if (a.ev && b.ev) return a.ev->elapsedTime(*b.ev) * 1e-3;  // ms -> s
+  return std::chrono::duration<double>(b.host - a.host).count();
+}
+
+void PhaseTimer::sample_peak() { peak_ = std::max(peak_, device_peak_bytes(device_)); }
+
+void PhaseTimer::begin_iteration(int64_t it) {
+  it_ = it;
+  it_begin_[static_cast<size_t>(it)] = mark();
+}
+void PhaseTimer::start(int phase) { starts_[static_cast<size_t>(it_)][static_cast<size_t>(phase)] = mark(); }
+void PhaseTimer::stop(int phase) {
+  stops_[static_cast<size_t>(it_)][static_cast<size_t>(phase)] = mark();
+  sample_peak();
+}
+void PhaseTimer::end_iteration() { it_end_[static_cast<size_t>(it_)] = mark(); }
+
+void PhaseTimer::finish() {
+  if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->synchronizeDevice(device_.index());
+  secs_.assign(static_cast<size_t>(iterations_), std::vector<double>(phases_.size(), 0.0));
+  totals_.assign(static_cast<size_t>(iterations_), 0.0);
+  walls_.assign(static_cast<size_t>(iterations_), 0.0);
+  for (size_t i = 0; i < static_cast<size_t>(iterations_); ++i) {
+    for (size_t p = 0; p < phases_.size(); ++p) {
+      const Mark &a = starts_[i][p], &b = stops_[i][p];
+      if (a.host != Clock::time_point{} && b.host != Clock::time_point{}) secs_[i][p] = between(a, b);
+    }
+    totals_[i] = between(it_begin_[i], it_end_[i]);
+    walls_[i] = std::chrono::duration<double>(it_end_[i].host - it_begin_[i].host).count();
+  }
+  sample_peak();
+}
+
+int64_t device_peak_bytes(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  if (d.is_cuda()) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  (void)d;
+  return 0;
+}
+
+void reset_device_peak(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
+#endif
+  (void)d;
+}
+
+std::string device_name(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  if (d.is_cuda()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d.index()) == cudaSuccess) return prop.name;
+  }
+#endif
+  return d.is_cuda() ? "cuda" : "cpu";
+}
+
+}  // namespace pnp
