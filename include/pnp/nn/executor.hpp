@@ -1,0 +1,36 @@
+// Executors run an IR graph. The eager executor is the reference and the "none" arm of every
+// benchmark: one plain ATen call per IR node, NCHW (channels-first, contiguous), exactly what
+// PyTorch eager runs for the deepinv module.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+
+#include <memory>
+#include <string>
+
+#include "pnp/nn/ir.hpp"
+#include "pnp/nn/weights.hpp"
+
+namespace pnp::nn {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // x: [B, C, H, W] or [B, C, D, H, W]. It is moved to the executor's device and dtype if it
+  // is not there; the result is on the executor's device in its dtype. sigma fills the sigma
+  // map for graphs that have one (DRUNet) and is ignored otherwise.
+  virtual at::Tensor forward(const at::Tensor& x, double sigma) = 0;
+  virtual std::string name() const = 0;
+  // Patches must start at multiples of this (the graph's alignment) to reproduce forward().
+  virtual int64_t alignment() const { return 1; }
+  virtual int64_t receptive_radius() const { return 0; }
+};
+
+// Weights are checked against the graph (InputError listing bad keys) and copied to
+// device/dtype once. dtype kFloat or kDouble.
+std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device,
+                                     at::ScalarType dtype = at::kFloat);
+
+}  // namespace pnp::nn

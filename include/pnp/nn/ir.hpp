@@ -1,0 +1,107 @@
+// The denoiser IR: one small DAG per architecture, shared by every consumer (the eager
+// executor, the native compiler, the inductor exporter via JSON, the roofline counter).
+//
+// A Graph is a topologically ordered list of nodes; node i only reads nodes < i. Node 0 is
+// the network input x ([B, C, spatial...], channels-first). The last node is the output.
+// Parameters are named by their deepinv state-dict keys, so pretrained files convert one to
+// one. This header does not include torch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pnp/core.hpp"
+
+namespace pnp::nn {
+
+enum class OpKind {
+  input,             // the network input x; no inputs
+  sigma_channel,     // inputs {x}: a [B, 1, spatial...] map filled with the runtime sigma
+  conv,              // inputs {x}: conv2d/conv3d, zero padding
+  conv_transpose,    // inputs {x}: conv_transpose2d/3d
+  batch_norm,        // inputs {x}: inference batch norm with running statistics
+  relu,              // inputs {x}
+  add,               // inputs {a, b}: a + b, same shape
+  concat,            // inputs {a, b, ...}: cat along channels (dim 1)
+  max_pool,          // inputs {x}
+  upsample_nearest,  // inputs {x}: nearest, integer scale
+  pad,               // inputs {x}: pad the end of every spatial axis up to a multiple
+  crop,              // inputs {x, like}: keep the leading spatial extent of `like`
+};
+std::string_view to_string(OpKind k);
+OpKind op_from_string(std::string_view s);  // throws InputError
+
+// A named tensor of a node. `trainable` is false for batch-norm running statistics
+// (buffers in PyTorch terms): they are stored and loaded but not counted as parameters.
+struct Param {
+  std::string role;  // "weight", "bias", "running_mean", "running_var"
+  std::string key;   // deepinv state-dict key, e.g. "m_down1.0.res.0.weight"
+  std::vector<int64_t> shape;
+  bool trainable = true;
+  int64_t numel() const;
+};
+
+// Attributes; which ones are meaningful depends on the op (see to_json for what is emitted).
+// Spatial vectors (kernel, stride, padding, scale) have `dim` entries.
+struct Attrs {
+  int64_t in_channels = 0, out_channels = 0;  // conv, conv_transpose, batch_norm (= channels)
+  std::vector<int64_t> kernel, stride, padding;  // conv, conv_transpose, max_pool
+  std::vector<int64_t> output_padding;           // conv_transpose
+  int64_t groups = 1;
+  bool bias = false;             // conv, conv_transpose
+  double eps = 1e-5;             // batch_norm
+  double momentum = 0.1;         // batch_norm (training only; recorded for the exporter)
+  bool inplace = false;          // relu: PyTorch's nn.ReLU(inplace=True) in the reference
+  std::vector<int64_t> scale;    // upsample_nearest
+  int64_t multiple = 1;          // pad
+  std::string mode;              // pad: "replicate"
+};
+
+struct Node {
+  int id = 0;
+  std::string name;  // unique, module path in deepinv terms where one exists
+  OpKind op = OpKind::input;
+  std::vector<int> inputs;
+  Attrs attrs;
+  std::vector<Param> params;
+  const Param* param(std::string_view role) const;  // nullptr when absent
+};
+
+struct Graph {
+  std::string architecture;  // "dncnn", "drunet", "unet", "identity"
+  int dim = 2;               // spatial dims, 2 or 3
+  int64_t in_channels = 1, out_channels = 1;
+  bool uses_sigma = false;   // true when a sigma_channel node exists
+  std::vector<Node> nodes;   // topological order, nodes[i].id == i, nodes[0] is the input
+
+  int output() const { return static_cast<int>(nodes.size()) - 1; }
+  const Node& node(std::string_view name) const;  // throws Error
+  std::vector<const Param*> params() const;       // all named tensors, in node order
+  int64_t parameter_count() const;                // trainable only (= deepinv's numel sum)
+  // Product of strides between input and the coarsest node: inputs (after any pad node)
+  // must have spatial sizes divisible by it; patches start at multiples of it.
+  int64_t alignment() const;
+  bool pads_input() const;  // has a pad node (any spatial size accepted)
+
+  std::string to_json() const;  // stable, includes "hash"
+  std::string hash() const;     // 16 hex digits, FNV-1a of the canonical JSON (no hash field)
+
+  Node& add(std::string name, OpKind op, std::vector<int> inputs, Attrs attrs = {},
+            std::vector<Param> params = {});  // builder helper; checks names and order
+};
+
+// Every node's output shape for an input shape [B, C, spatial...]. Throws InputError with the
+// node, op and sizes when a shape is impossible (wrong rank or channels, empty sizes, sizes
+// not divisible by the graph's alignment when it does not pad, mismatched add/concat).
+std::vector<std::vector<int64_t>> infer_shapes(const Graph& g, const std::vector<int64_t>& input_shape);
+std::vector<int64_t> infer_output_shape(const Graph& g, std::vector<int64_t> input_shape);
+
+// Largest distance, in input pixels along any axis, between an output pixel and an input
+// pixel it depends on (exact for these box-kernel graphs, computed by interval propagation).
+int64_t receptive_radius(const Graph& g);
+
+std::string shape_string(const std::vector<int64_t>& s);  // "[1, 3, 64, 64]"
+
+}  // namespace pnp::nn

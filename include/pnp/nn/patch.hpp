@@ -1,0 +1,29 @@
+// Patch-wise application of a denoiser, for memory limits. The output is tiled into cores;
+// each core is run with `overlap` extra input pixels on every side (clipped at the image
+// border) and only the core is kept: patches are cropped, never blended, so every output pixel
+// comes from exactly one patch. With overlap >= receptive radius the result equals the
+// un-patched one (patch starts are aligned to the executor's alignment for that).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "pnp/nn/executor.hpp"
+
+namespace pnp::nn {
+
+// One patch along one axis: input range [in0, in1), kept output range [out0, out1) (global).
+struct PatchRange {
+  int64_t in0, in1, out0, out1;
+};
+// The 1-D tiling of an axis of `size` for the given patch (input extent) and overlap;
+// `overlap` is rounded up and the core down to multiples of `alignment`. patch <= 0 or
+// patch >= size gives one range. Throws InputError when the patch is too small for the overlap.
+std::vector<PatchRange> patch_ranges(int64_t size, int64_t patch, int64_t overlap, int64_t alignment);
+
+// patch = 0: whole input (one call). overlap < 0: the executor's receptive radius.
+at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, int64_t patch, int64_t overlap);
+
+}  // namespace pnp::nn

@@ -1,0 +1,156 @@
+// The eager executor: one ATen call per IR node, exactly the calls PyTorch eager makes for the
+// deepinv modules (F.conv2d -> at::conv2d, nn.BatchNorm in eval -> at::batch_norm, ...).
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include "pnp/nn/executor.hpp"
+
+namespace pnp::nn {
+
+namespace {
+
+class EagerExecutor final : public Executor {
+ public:
+  EagerExecutor(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype)
+      : g_(g), device_(device), dtype_(dtype) {
+    if (dtype != at::kFloat && dtype != at::kDouble)
+      throw InputError("eager executor: dtype must be float32 or float64, got " + std::string(c10::toString(dtype)));
+    check_weights(g, w, "weights");
+    params_.resize(g.nodes.size());
+    for (const auto& n : g.nodes)
+      for (const auto& p : n.params)
+        params_[n.id].push_back(w.at(p.key).detach().to(device, dtype).contiguous());
+    last_use_.assign(g.nodes.size(), -1);
+    for (const auto& n : g.nodes)
+      for (int i : n.inputs) last_use_[i] = std::max(last_use_[i], n.id);
+    last_use_[g.output()] = static_cast<int>(g.nodes.size());
+    alignment_ = g.alignment();
+    radius_ = nn::receptive_radius(g);
+  }
+
+  std::string name() const override { return "eager"; }
+  int64_t alignment() const override { return alignment_; }
+  int64_t receptive_radius() const override { return radius_; }
+
+  at::Tensor forward(const at::Tensor& x_in, double sigma) override {
+    infer_shapes(g_, x_in.sizes().vec());  // clear InputError for bad ranks, channels, sizes
+    at::NoGradGuard no_grad;
+    at::Tensor x = x_in.to(device_, dtype_).contiguous();
+    if (g_.output() == 0) return x.is_same(x_in) ? x.clone() : x;  // identity
+    const int dim = g_.dim;
+    std::vector<at::Tensor> v(g_.nodes.size());
+    v[0] = x;
+    for (size_t id = 1; id < g_.nodes.size(); ++id) {
+      const Node& n = g_.nodes[id];
+      const auto& a = n.attrs;
+      const auto& P = params_[id];
+      const at::Tensor& in = v[n.inputs[0]];
+      // A tensor this node may overwrite: its last reader, and not the caller's x.
+      const OpKind producer = g_.nodes[n.inputs[0]].op;
+      const bool can_reuse = producer != OpKind::input && producer != OpKind::pad && producer != OpKind::crop &&
+                             last_use_[n.inputs[0]] == static_cast<int>(id);
+      at::Tensor y;
+      switch (n.op) {
+        case OpKind::input:
+          break;
+        case OpKind::sigma_channel: {
+          auto s = in.sizes().vec();
+          s[1] = 1;
+          y = at::full(s, sigma, in.options());
+          break;
+        }
+        case OpKind::conv: {
+          std::optional<at::Tensor> b;
+          if (a.bias) b = P[1];
+          const std::vector<int64_t> dil(dim, 1);
+          y = dim == 2 ? at::conv2d(in, P[0], b, a.stride, a.padding, dil, a.groups)
+                       : at::conv3d(in, P[0], b, a.stride, a.padding, dil, a.groups);
+          break;
+        }
+        case OpKind::conv_transpose: {
+          std::optional<at::Tensor> b;
+          if (a.bias) b = P[1];
+          const std::vector<int64_t> dil(dim, 1);
+          y = dim == 2 ? at::conv_transpose2d(in, P[0], b, a.stride, a.padding, a.output_padding, a.groups, dil)
+                       : at::conv_transpose3d(in, P[0], b, a.stride, a.padding, a.output_padding, a.groups, dil);
+          break;
+        }
+        case OpKind::batch_norm:
+          y = at::batch_norm(in, P[0], P[1], P[2], P[3], /*training=*/false, a.momentum, a.eps,
+                             /*cudnn_enabled=*/true);
+          break;
+        case OpKind::relu:
+          if (a.inplace && can_reuse) {
+            y = v[n.inputs[0]];
+            y.relu_();
+          } else {
+            y = at::relu(in);
+          }
+          break;
+        case OpKind::add:
+          y = at::add(in, v[n.inputs[1]]);
+          break;
+        case OpKind::concat: {
+          std::vector<at::Tensor> parts;
+          for (int i : n.inputs) parts.push_back(v[i]);
+          y = at::cat(parts, 1);
+          break;
+        }
+        case OpKind::max_pool: {
+          const std::vector<int64_t> dil(dim, 1);
+          y = dim == 2 ? at::max_pool2d(in, a.kernel, a.stride, a.padding, dil, false)
+                       : at::max_pool3d(in, a.kernel, a.stride, a.padding, dil, false);
+          break;
+        }
+        case OpKind::upsample_nearest: {
+          std::vector<double> sc(a.scale.begin(), a.scale.end());
+          y = dim == 2 ? at::upsample_nearest2d(in, std::nullopt, sc) : at::upsample_nearest3d(in, std::nullopt, sc);
+          break;
+        }
+        case OpKind::pad: {
+          std::vector<int64_t> pads;  // last axis first: (left, right) pairs
+          bool any = false;
+          for (int d = dim - 1; d >= 0; --d) {
+            const int64_t s = in.size(2 + d), p = (s + a.multiple - 1) / a.multiple * a.multiple - s;
+            pads.push_back(0);
+            pads.push_back(p);
+            any = any || p > 0;
+          }
+          if (!any)
+            y = in;
+          else
+            y = dim == 2 ? at::replication_pad2d(in, pads) : at::replication_pad3d(in, pads);
+          break;
+        }
+        case OpKind::crop: {
+          y = in;
+          const at::Tensor& like = v[n.inputs[1]];
+          for (int d = 0; d < dim; ++d)
+            if (y.size(2 + d) != like.size(2 + d)) y = y.narrow(2 + d, 0, like.size(2 + d));
+          break;
+        }
+      }
+      v[id] = std::move(y);
+      for (int i : n.inputs)
+        if (last_use_[i] == static_cast<int>(id)) v[i] = at::Tensor();
+    }
+    return v[g_.output()];
+  }
+
+ private:
+  Graph g_;
+  at::Device device_;
+  at::ScalarType dtype_;
+  std::vector<std::vector<at::Tensor>> params_;
+  std::vector<int> last_use_;
+  int64_t alignment_ = 1, radius_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device,
+                                     at::ScalarType dtype) {
+  return std::make_unique<EagerExecutor>(g, weights, device, dtype);
+}
+
+}  // namespace pnp::nn

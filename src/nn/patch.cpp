@@ -1,0 +1,76 @@
+#include "pnp/nn/patch.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <functional>
+
+namespace pnp::nn {
+
+std::vector<PatchRange> patch_ranges(int64_t size, int64_t patch, int64_t overlap, int64_t alignment) {
+  if (size < 1) throw InputError("patching: empty axis of size " + std::to_string(size));
+  if (alignment < 1) alignment = 1;
+  if (patch <= 0 || patch >= size) return {{0, size, 0, size}};
+  if (overlap < 0) overlap = 0;
+  const int64_t ov = (overlap + alignment - 1) / alignment * alignment;
+  const int64_t core = (patch - 2 * ov) / alignment * alignment;
+  if (core < alignment)
+    throw InputError("patch size " + std::to_string(patch) + " is too small for an overlap of " +
+                     std::to_string(overlap) + " (rounded to " + std::to_string(ov) + " for the denoiser's alignment " +
+                     std::to_string(alignment) + "): it needs patch >= 2*overlap + " + std::to_string(alignment) +
+                     " = " + std::to_string(2 * ov + alignment));
+  std::vector<PatchRange> r;
+  for (int64_t c0 = 0; c0 < size; c0 += core) {
+    const int64_t c1 = std::min(c0 + core, size);
+    r.push_back({std::max<int64_t>(0, c0 - ov), std::min(size, c1 + ov), c0, c1});
+  }
+  return r;
+}
+
+at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, int64_t patch, int64_t overlap) {
+  if (x.dim() != 4 && x.dim() != 5)
+    throw InputError("denoise_patched: input must be [B, C, H, W] or [B, C, D, H, W], got " +
+                     shape_string(x.sizes().vec()));
+  if (patch <= 0) return ex.forward(x, sigma);
+  if (overlap < 0) overlap = ex.receptive_radius();
+  const int nsp = static_cast<int>(x.dim()) - 2;
+  std::vector<std::vector<PatchRange>> axes;
+  bool single = true;
+  for (int d = 0; d < nsp; ++d) {
+    axes.push_back(patch_ranges(x.size(2 + d), patch, overlap, ex.alignment()));
+    single = single && axes.back().size() == 1;
+  }
+  if (single) return ex.forward(x, sigma);
+
+  at::NoGradGuard no_grad;
+  at::Tensor out;
+  std::vector<size_t> idx(nsp, 0);
+  std::function<void(int)> walk = [&](int d) {
+    if (d < nsp) {
+      for (idx[d] = 0; idx[d] < axes[d].size(); ++idx[d]) walk(d + 1);
+      return;
+    }
+    at::Tensor xin = x;
+    for (int k = 0; k < nsp; ++k) {
+      const auto& r = axes[k][idx[k]];
+      xin = xin.narrow(2 + k, r.in0, r.in1 - r.in0);
+    }
+    at::Tensor y = ex.forward(xin.contiguous(), sigma);
+    if (!out.defined()) {
+      auto s = x.sizes().vec();
+      s[1] = y.size(1);
+      out = at::empty(s, y.options());
+    }
+    at::Tensor dst = out;
+    for (int k = 0; k < nsp; ++k) {
+      const auto& r = axes[k][idx[k]];
+      y = y.narrow(2 + k, r.out0 - r.in0, r.out1 - r.out0);
+      dst = dst.narrow(2 + k, r.out0, r.out1 - r.out0);
+    }
+    dst.copy_(y);
+  };
+  walk(0);
+  return out;
+}
+
+}  // namespace pnp::nn

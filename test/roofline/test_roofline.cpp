@@ -1,0 +1,104 @@
+// Roofline counts at 2048^2 against independent hand counts, and the peak table.
+#include <doctest/doctest.h>
+
+#include "pnp/nn/models.hpp"
+#include "pnp/roofline.hpp"
+
+using namespace pnp;
+using namespace pnp::nn;
+using namespace pnp::roofline;
+
+namespace {
+Graph make(std::string arch, int dim, int ch) {
+  DenoiserSpec s;
+  s.architecture = std::move(arch);
+  s.dim = dim;
+  s.in_channels = s.out_channels = ch;
+  return build(s);
+}
+}  // namespace
+
+TEST_CASE("DRUNet MAC per pixel at 2048^2 (3 channels) equals the hand count") {
+  // Per full-resolution pixel. A 3x3 conv c->c at scale 1/2^l costs 9 c^2 / 4^l; each ResBlock
+  // has two; nb = 4 blocks in each of down_l and up_l (l = 0..2), 4 in the body (l = 3).
+  const double level = 2 * 4 * 2 * 9.0;                    // down + up ResBlocks: 16 convs
+  const double convs = level * 64 * 64 + level * 128 * 128 / 4 + level * 256 * 256 / 16 +
+                       8 * 9.0 * 512 * 512 / 64;           // body: 8 convs
+  const double head_tail = 9.0 * 4 * 64 + 9.0 * 64 * 3;     // (3 + sigma) -> 64, 64 -> 3
+  // 2x2 stride-2 down conv c -> 2c: 4 c (2c) MAC per output pixel, at scale 1/4^(l+1).
+  const double down = 4.0 * 64 * 128 / 4 + 4.0 * 128 * 256 / 16 + 4.0 * 256 * 512 / 64;
+  // 2x2 stride-2 transposed conv 2c -> c: each INPUT pixel meets each tap once: 4 (2c) c per
+  // input pixel at scale 1/4^(l+1); the study's formula counts per OUTPUT pixel (x4).
+  const double up = 4.0 * 128 * 64 / 4 + 4.0 * 256 * 128 / 16 + 4.0 * 512 * 256 / 64;
+  const double hand = convs + head_tail + down + up;
+  CHECK(hand == 2'117'568.0);
+  Counts c = count(make("drunet", 2, 3), {1, 3, 2048, 2048});
+  CHECK(c.macs_per_pixel() == doctest::Approx(hand).epsilon(1e-12));
+  CHECK(c.macs_per_pixel() == doctest::Approx(2.118e6).epsilon(1e-3));  // the figure
+  CHECK(c.macs_per_pixel_study() == doctest::Approx(hand + 3 * up).epsilon(1e-12));  // over-count stride^d = 4
+  CHECK(c.flops == doctest::Approx(2 * hand * 2048.0 * 2048.0).epsilon(1e-12));
+}
+
+TEST_CASE("DnCNN and UNet MAC per pixel at 2048^2 equal the hand counts") {
+  // DnCNN, 3 channels: conv 3->64, 18 x conv 64->64, conv 64->3, all 3x3 at full resolution.
+  const double dncnn = 9.0 * (3 * 64 + 18 * 64 * 64 + 64 * 3);
+  CHECK(dncnn == 667'008.0);
+  Counts d = count(make("dncnn", 2, 3), {1, 3, 2048, 2048});
+  CHECK(d.macs_per_pixel() == doctest::Approx(dncnn).epsilon(1e-12));
+  CHECK(d.macs_per_pixel() == doctest::Approx(0.667e6).epsilon(1e-3));
+  CHECK(d.flops_study == d.flops);  // no transposed convs
+
+  // UNet, 1 channel (deepinv's default): blocks (conv3-BN-ReLU) x 2, Up = nearest x2 + conv3.
+  const double enc = 9.0 * (1 * 64 + 64 * 64) + 9.0 * (64 * 128 + 128 * 128) / 4 + 9.0 * (128 * 256 + 256 * 256) / 16 +
+                     9.0 * (256 * 512 + 512 * 512) / 64;
+  const double dec = (9.0 * 512 * 256 + 9.0 * (512 * 256 + 256 * 256)) / 16 +
+                     (9.0 * 256 * 128 + 9.0 * (256 * 128 + 128 * 128)) / 4 + (9.0 * 128 * 64 + 9.0 * (128 * 64 + 64 * 64));
+  const double unet = enc + dec + 64.0 * 1;  // 1x1 output conv
+  CHECK(unet == 756'352.0);
+  Counts u = count(make("unet", 2, 1), {1, 1, 2048, 2048});
+  CHECK(u.macs_per_pixel() == doctest::Approx(unet).epsilon(1e-12));
+  CHECK(u.macs_per_pixel() == doctest::Approx(0.756e6).epsilon(1e-3));
+
+  // 3D DnCNN, 1 channel: 27-tap kernels.
+  Counts d3 = count(make("dncnn", 3, 1), {1, 1, 64, 64, 64});
+  CHECK(d3.macs_per_pixel() == doctest::Approx(27.0 * (64 + 18 * 64 * 64 + 64)).epsilon(1e-12));
+}
+
+TEST_CASE("bytes follow the study's convention and ours") {
+  const double P = 2048.0 * 2048.0;
+  Counts d = count(make("dncnn", 2, 3), {1, 3, 2048, 2048});
+  // Study: 4 * (inputs + output + weight) per conv and ReLU (DnCNN has no BN).
+  const double study = 4 * ((3 * P + 64 * P + 9 * 3 * 64) + 18 * (64 * P + 64 * P + 9 * 64 * 64) +
+                            (64 * P + 3 * P + 9 * 64 * 3) + 19 * (2 * 64 * P));
+  CHECK(d.bytes_study == doctest::Approx(study).epsilon(1e-12));
+  // Ours adds the biases and the residual add (two reads, one write).
+  const double ours = study + 4 * (64 + 18 * 64 + 3) + 4 * (3 * 3 * P);
+  CHECK(d.bytes == doctest::Approx(ours).epsilon(1e-12));
+  CHECK(d.intensity_study() == doctest::Approx(d.flops_study / study));
+  // UNet: BN counted by the study with its weight only; ours with weight, bias, mean, var.
+  Counts u = count(make("unet", 2, 1), {1, 1, 256, 256});
+  const auto& bn = u.ops[build({"unet", 2, 1, 1}).node("Conv1.1").id];
+  CHECK(bn.bytes_study == doctest::Approx(4 * (2 * 64 * 256.0 * 256 + 64)));
+  CHECK(bn.bytes == doctest::Approx(4 * (2 * 64 * 256.0 * 256 + 4 * 64)));
+  CHECK(bn.flops == 0);
+  // Element size scales our bytes only.
+  Counts d64 = count(make("dncnn", 2, 3), {1, 3, 2048, 2048}, 8);
+  CHECK(d64.bytes == doctest::Approx(2 * ours));
+  CHECK(d64.bytes_study == doctest::Approx(study));
+}
+
+TEST_CASE("peak table and ridge points") {
+  CHECK(peak_for("NVIDIA H100 80GB HBM3").ridge() == doctest::Approx(494.0 / 3.35));
+  CHECK(peak_for("H100").ridge() == doctest::Approx(147.46).epsilon(1e-3));
+  CHECK(peak_for("NVIDIA A100-SXM4-80GB").ridge() == doctest::Approx(76.5).epsilon(1e-3));
+  CHECK(peak_for("nvidia h200").ridge() == doctest::Approx(102.9).epsilon(1e-3));
+  CHECK_THROWS_WITH_AS(peak_for("V100"), doctest::Contains("known: A100, H100, H200"), InputError);
+  const auto& h = peak_for("H200");
+  CHECK(attainable_tflops(h, 10.0) == doctest::Approx(48.0));
+  CHECK(attainable_tflops(h, 1000.0) == doctest::Approx(494.0));
+  CHECK(roofline_seconds(h, 494e12, 1.0) == doctest::Approx(1.0));
+  // DnCNN at 2048^2 in the study's counts is compute-bound on A100, H100 and H200 alike?
+  Counts d = count(make("dncnn", 2, 3), {1, 3, 2048, 2048});
+  MESSAGE("DnCNN 2048^2 intensity (study) " << d.intensity_study() << " FLOP/B, ours " << d.intensity());
+  CHECK(d.intensity_study() > 0);
+}
