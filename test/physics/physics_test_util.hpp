@@ -1,0 +1,53 @@
+// Helpers shared by the physics tests.
+#pragma once
+
+#include <pnp/physics.hpp>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <vector>
+
+namespace pnp::physics::test {
+
+inline double dot64(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kCPU, torch::kFloat64) * b.to(torch::kCPU, torch::kFloat64)).sum().item<double>();
+}
+inline double norm64(const torch::Tensor& a) { return a.to(torch::kCPU, torch::kFloat64).norm().item<double>(); }
+inline double rel_err(const torch::Tensor& a, const torch::Tensor& ref) {
+  return norm64(a.to(torch::kCPU, torch::kFloat64) - ref.to(torch::kCPU, torch::kFloat64)) / std::max(norm64(ref), 1e-300);
+}
+inline double max_rel(const torch::Tensor& a, const torch::Tensor& ref) {
+  auto A = a.to(torch::kCPU, torch::kFloat64), R = ref.to(torch::kCPU, torch::kFloat64);
+  return (A - R).abs().max().item<double>() / std::max(R.abs().max().item<double>(), 1e-300);
+}
+
+// |<Ax, y> - <x, A^T y>| / (|Ax| |y|) over the box.
+inline double adjointness(const torch::Tensor& x, const torch::Tensor& y, const Geometry& g, const Box& box) {
+  auto Ax = forward(x, g, box);
+  auto Aty = adjoint(y, g, box);
+  return std::fabs(dot64(Ax, y) - dot64(x, Aty)) / (norm64(Ax) * norm64(y));
+}
+
+inline Geometry make_geometry(int64_t n, int64_t n_det, std::vector<double> angles) {
+  Geometry g;
+  g.n = n;
+  g.n_det = n_det;
+  g.angles_deg = std::move(angles);
+  return g;
+}
+
+// Row slabs (uneven split) and 2-D grids of an n x n image.
+inline std::vector<Box> grid_boxes(int64_t n, int pr, int pc) {
+  std::vector<Box> boxes;
+  for (int a = 0; a < pr; ++a)
+    for (int b = 0; b < pc; ++b)
+      boxes.push_back(Box{n * a / pr, n * (a + 1) / pr, n * b / pc, n * (b + 1) / pc});
+  return boxes;
+}
+
+inline torch::Tensor slice_box(const torch::Tensor& img, const Box& b) {
+  return img.slice(0, b.r0, b.r1).slice(1, b.c0, b.c1);
+}
+
+}  // namespace pnp::physics::test
