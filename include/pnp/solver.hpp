@@ -1,0 +1,75 @@
+// The distributed PnP-PGD solver and the pnp_recon program around it.
+//   FP    p_r = A_r x_r            partial sinogram of the owned pixels
+//   COMM  p   = allreduce_sum(p_r)
+//   BP    g_r = A_r^T (p - y)
+//   STEP  z_r = x_r - gamma g_r
+//   COMM  halo exchange of z
+//   DEN   x_r = clamp((1 - alpha) z_r + alpha D(z_r (+) halo)|T_r)
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pnp/comm.hpp"
+#include "pnp/config.hpp"
+#include "pnp/decomposition.hpp"
+#include "pnp/io.hpp"
+#include "pnp/nn/nn.hpp"
+#include "pnp/physics.hpp"
+
+namespace pnp {
+
+// The measured data and what is known of the truth, as one rank sees it.
+struct Problem {
+  physics::Geometry geom;
+  at::Tensor y;               // [K, D] float32 on the compute device, the same on every rank
+  at::Tensor truth_own;       // owned tile of the ground truth (device), undefined if none
+  std::optional<at::Tensor> truth_full;  // [N, N] CPU float32 ground truth (rank 0 keeps it for output)
+  double truth_min = 0, truth_max = 0;
+  bool has_truth() const { return truth_own.defined(); }
+};
+
+// Simulates the study's data on one process: phantom, y = A x + noise_sigma * max|Ax| * n.
+io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
+// Loads (problem.sinogram) or simulates the data; identical on every rank.
+Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device);
+
+// The denoiser as configured: graph, weights (file, shipped name or seeded init), executor.
+struct Denoiser {
+  nn::Graph graph;
+  std::unique_ptr<nn::Executor> executor;
+  double setup_seconds = 0;  // weights + executor construction (+ compile, once it exists)
+};
+nn::Graph denoiser_graph(const DenoiserConfig& c);
+Denoiser make_denoiser(const Config& cfg, at::Device device);
+// Path of a shipped model name ("dncnn_ct" -> <models dir>/dncnn_ct.h5), or the path itself.
+std::string resolve_weights(const std::string& weights);
+
+// Timing phases, in loop order; "total" is last.
+const std::vector<std::string>& pnp_phases();
+
+struct PnpRecord {
+  at::Tensor x_own;                        // final owned tile (device)
+  std::vector<std::vector<double>> phase;  // [phase][iteration] seconds, this rank
+  std::vector<double> total, wall;         // [iteration], this rank
+  std::vector<double> psnr, residual;      // [iteration], NaN where not computed (same on all ranks)
+  double first_iteration = 0;              // wall seconds incl. setup, step-size estimate and iteration 1
+  double compile_seconds = 0;
+  double step = 0;
+  double clamp_lo = 0, clamp_hi = 0;
+  int64_t peak_bytes = 0;
+  int64_t bytes_sent = 0;
+};
+
+// Runs the PnP loop on this rank. `setup_start` is when the run began (for first_iteration).
+PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob,
+                  Denoiser& den, at::Device device, double setup_seconds);
+
+// pnp_recon's whole program: MPI, CLI, setup, loop, output. Returns the exit code.
+int recon_main(int argc, char** argv);
+
+}  // namespace pnp

@@ -1,0 +1,172 @@
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "pnp/solver.hpp"
+#include "pnp/timing.hpp"
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+namespace pnp {
+
+const std::vector<std::string>& pnp_phases() {
+  static const std::vector<std::string> p = {"forward_projection", "allreduce", "backprojection", "step",
+                                             "halo_exchange",      "denoise",   "clamp",          "total"};
+  return p;
+}
+
+namespace {
+enum Phase { FP, ALLREDUCE, BP, STEP, HALO, DENOISE, CLAMP };
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (s < 1) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+  else if (s < 120) std::snprintf(buf, sizeof buf, "%.2f s", s);
+  else std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  return buf;
+}
+}  // namespace
+
+PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob, Denoiser& den,
+                  at::Device device, double setup_seconds) {
+  using Clock = std::chrono::steady_clock;
+  auto t_start = Clock::now();
+  const int rank = comm.rank();
+  const TilePlan& me = d.tile(rank);
+  const Box& own = me.own;
+  const int64_t iters = cfg.solver.iterations;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  PnpRecord rec;
+  rec.psnr.assign(static_cast<size_t>(iters), nan);
+  rec.residual.assign(static_cast<size_t>(iters), nan);
+
+  // Step size: gamma = step_scale / ||A^T A|| (distributed power method), or as configured.
+  auto allreduce = [&](at::Tensor& t) { comm.allreduce_sum(t); };
+  if (cfg.solver.step > 0) {
+    rec.step = cfg.solver.step;
+  } else {
+    physics::PowerOptions po;
+    po.max_iterations = static_cast<int>(cfg.solver.power_iterations);
+    po.tol = cfg.solver.power_tol;
+    po.seed = static_cast<uint64_t>(cfg.problem.seed);
+    rec.step = cfg.solver.step_scale / physics::operator_norm(prob.geom, own, allreduce, po, device, at::kFloat);
+  }
+  // Clamp bounds.
+  bool clamp = cfg.solver.clamp != "none";
+  if (cfg.solver.clamp == "ground_truth") {
+    if (!prob.has_truth())
+      throw InputError("solver.clamp = \"ground_truth\" needs a ground truth in the input; set solver.clamp = "
+                       "\"fixed\" or \"none\"");
+    rec.clamp_lo = prob.truth_min, rec.clamp_hi = prob.truth_max;
+  } else {
+    rec.clamp_lo = cfg.solver.clamp_min, rec.clamp_hi = cfg.solver.clamp_max;
+  }
+
+  // Buffers, allocated once: x (owned), z (extended tile), partial and full sinograms.
+  at::Tensor x;
+  if (cfg.solver.init == "zeros") {
+    x = at::zeros({own.rows(), own.cols()}, opts);
+  } else if (cfg.solver.init == "backprojection") {
+    x = physics::adjoint(prob.y, prob.geom, own) * (rec.step);
+  } else {
+    x = physics::fbp(prob.y, prob.geom, own, physics::parse_fbp_filter(cfg.solver.fbp_filter)).to(at::kFloat);
+  }
+  x = x.contiguous();
+  at::Tensor z_ext = at::empty({me.ext.rows(), me.ext.cols()}, opts);
+  at::Tensor z_own = z_ext.narrow(0, own.r0 - me.ext.r0, own.rows()).narrow(1, own.c0 - me.ext.c0, own.cols());
+  at::Tensor p = at::empty({prob.geom.n_angles(), prob.geom.n_det}, opts);
+  at::Tensor g = at::empty({own.rows(), own.cols()}, opts);
+  const double y_norm = std::sqrt(prob.y.square().sum().item<double>());
+  const double alpha = cfg.solver.relaxation;
+  const double range = prob.truth_max - prob.truth_min;
+
+  PhaseTimer timer(device, pnp_phases(), iters);
+  const bool progress = cfg.output.progress && rank == 0;
+  for (int64_t it = 0; it < iters; ++it) {
+    auto t_it = Clock::now();
+    timer.begin_iteration(it);
+    timer.start(FP);
+    physics::forward_out(x, prob.geom, own, p);
+    timer.stop(FP);
+    timer.start(ALLREDUCE);
+    comm.allreduce_sum(p);
+    timer.stop(ALLREDUCE);
+    timer.start(BP);
+    p.sub_(prob.y);
+    physics::adjoint_out(p, prob.geom, own, g);
+    timer.stop(BP);
+    timer.start(STEP);
+    at::add_out(z_own, x, g, -rec.step);
+    timer.stop(STEP);
+    timer.start(HALO);
+    comm.halo_exchange(z_ext, d);
+    timer.stop(HALO);
+    timer.start(DENOISE);
+    at::Tensor dz = nn::denoise_patched(*den.executor, z_ext.view({1, 1, me.ext.rows(), me.ext.cols()}),
+                                        cfg.denoiser.sigma, cfg.denoiser.patch_size,
+                                        cfg.denoiser.patch_size > 0 ? cfg.denoiser.patch_overlap : 0);
+    at::Tensor d_own = dz.view({me.ext.rows(), me.ext.cols()})
+                           .narrow(0, own.r0 - me.ext.r0, own.rows())
+                           .narrow(1, own.c0 - me.ext.c0, own.cols());
+    timer.stop(DENOISE);
+    timer.start(CLAMP);
+    if (alpha < 1.0) {
+      x.copy_(z_own).mul_(1.0 - alpha).add_(d_own, alpha);
+    } else {
+      x.copy_(d_own);
+    }
+    if (clamp) x.clamp_(rec.clamp_lo, rec.clamp_hi);
+    timer.stop(CLAMP);
+    timer.end_iteration();
+
+    // Metrics, outside the timed phases: residual of the iterate entering this iteration
+    // (p holds A x - y) and PSNR of the new iterate.
+    const int64_t every = cfg.solver.metrics_every;
+    bool metrics = every > 0 && ((it + 1) % every == 0 || it + 1 == iters);
+    if (metrics) {
+      double res2 = p.square().sum().item<double>();  // the same on every rank (allreduced p)
+      rec.residual[static_cast<size_t>(it)] = y_norm > 0 ? std::sqrt(res2) / y_norm : nan;
+      if (prob.has_truth()) {
+        double se = comm.sum((x - prob.truth_own).square().sum().item<double>());
+        double mse = se / static_cast<double>(d.n * d.n);
+        rec.psnr[static_cast<size_t>(it)] = mse > 0 ? 10.0 * std::log10(range * range / mse) : INFINITY;
+      }
+    }
+    if (it == 0) {
+      // The first iteration includes setup, the step-size estimate and compile: measured to its end.
+      if (device.is_cuda()) c10::impl::getDeviceGuardImpl(device.type())->synchronizeDevice(device.index());
+      rec.first_iteration = setup_seconds + std::chrono::duration<double>(Clock::now() - t_start).count();
+    }
+    if (progress) {
+      double elapsed = std::chrono::duration<double>(Clock::now() - t_it).count();
+      double since = std::chrono::duration<double>(Clock::now() - t_start).count();
+      double eta = it > 0 ? since / double(it + 1) * double(iters - it - 1) : elapsed * double(iters - 1);
+      std::printf("iteration %4lld/%lld  %10s  ETA %10s", (long long)(it + 1), (long long)iters,
+                  format_seconds(elapsed).c_str(), format_seconds(eta).c_str());
+      if (metrics) {
+        if (prob.has_truth()) std::printf("  PSNR %6.2f dB", rec.psnr[static_cast<size_t>(it)]);
+        std::printf("  residual %.3e", rec.residual[static_cast<size_t>(it)]);
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  timer.finish();
+  rec.x_own = x;
+  rec.phase.assign(pnp_phases().size(), std::vector<double>(static_cast<size_t>(iters), 0.0));
+  for (int64_t it = 0; it < iters; ++it) {
+    for (size_t ph = 0; ph + 1 < pnp_phases().size(); ++ph)
+      rec.phase[ph][static_cast<size_t>(it)] = timer.seconds(it, static_cast<int>(ph));
+    rec.phase.back()[static_cast<size_t>(it)] = timer.total(it);
+    rec.total.push_back(timer.total(it));
+    rec.wall.push_back(timer.wall(it));
+  }
+  rec.compile_seconds = 0;  // eager: nothing compiled
+  rec.peak_bytes = timer.peak_bytes();
+  rec.bytes_sent = comm.bytes_sent();
+  return rec;
+}
+
+}  // namespace pnp

@@ -1,0 +1,379 @@
+// pnp_recon: command line, setup with collective error agreement, the PnP loop, the output
+// file (rank 0, atomic) and the phase table.
+#include <boost/program_options.hpp>
+#include <torch/version.h>
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+
+#include "pnp/solver.hpp"
+#include "pnp/timing.hpp"
+
+#ifdef PNP_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace po = boost::program_options;
+
+namespace pnp {
+namespace {
+
+struct Cli {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string output;
+  bool force = false, dry_run = false, print_config = false;
+};
+
+const char* kUsage =
+    "usage: mpirun -n R pnp_recon CONFIG.toml [options]\n"
+    "\n"
+    "Distributed plug-and-play CT reconstruction: every MPI rank owns one tile of the image\n"
+    "and runs  z = x - gamma A^T(Ax - y),  x = clamp(D(z, sigma))  with a neural denoiser D.\n"
+    "Writes an HDF5 file with the reconstruction, per-phase timings [iterations x ranks],\n"
+    "metrics, the decomposition and full provenance (docs/output_schema.md).\n";
+
+int exit_code_for(bool input_error) { return input_error ? 2 : 1; }
+
+// Prints "error: ..." once per rank; the caller returns the exit code.
+int report(const std::string& msg, bool input_error) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fflush(stderr);
+  return exit_code_for(input_error);
+}
+
+Cli parse_cli(int argc, char** argv, bool& exit_now, int rank) {
+  Cli cli;
+  po::options_description opts("Options");
+  opts.add_options()("help,h", "print this help and exit")(
+      "help-config", "print every configuration key with its default, type, range and meaning")(
+      "set,s", po::value<std::vector<std::string>>(&cli.sets)->composing(),
+      "override a configuration key, e.g. --set compile.mode=pre --set problem.size=1024; "
+      "validated like the file (repeatable)")("output,o", po::value<std::string>(&cli.output),
+                                              "output HDF5 file (overrides output.file)")(
+      "force,f", po::bool_switch(&cli.force), "overwrite an existing output file")(
+      "dry-run,n", po::bool_switch(&cli.dry_run),
+      "print the plan (problem size, ranks, tiles, halo, memory per rank, compile mode and backend) and exit")(
+      "print-config", po::bool_switch(&cli.print_config), "print the effective configuration as TOML and exit")(
+      "version", "print the version and exit");
+  po::options_description hidden;
+  hidden.add_options()("config", po::value<std::string>(&cli.config));
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError(std::string(e.what()) + " (see pnp_recon --help)");
+  }
+  exit_now = true;
+  if (vm.count("help")) {
+    if (rank == 0)
+      std::cout << kUsage << "\n" << opts
+                << "\nExit codes: 0 success, 2 bad configuration, command line or input file, 1 other failure.\n"
+                   "Every rank prints one `error: ...` line on failure; no rank is left waiting.\n"
+                   "Configuration: TOML sections [problem] [solver] [denoiser] [compile] [distributed]\n"
+                   "[output]; see --help-config. Example: mpirun -n 2 pnp_recon input/demo.toml\n";
+    return cli;
+  }
+  if (vm.count("help-config")) {
+    if (rank == 0) std::cout << config_reference();
+    return cli;
+  }
+  if (vm.count("version")) {
+    if (rank == 0) {
+      auto p = basic_provenance("pnp_recon");
+      std::cout << "pnp_recon " << p.version << " (commit " << p.git_commit << ", torch " << TORCH_VERSION << ")\n";
+    }
+    return cli;
+  }
+  exit_now = false;
+  if (cli.config.empty()) throw InputError("no configuration file given (usage: pnp_recon CONFIG.toml; see --help)");
+  return cli;
+}
+
+at::Device choose_device(const std::string& want, int local_rank) {
+  int count = at::detail::getCUDAHooks().hasCUDA() ? at::detail::getCUDAHooks().deviceCount() : 0;
+  if (want == "cpu" || (want == "auto" && count == 0)) return at::kCPU;
+  if (count == 0) throw InputError("distributed.device = \"cuda\" but no CUDA device is available");
+  at::Device dev(at::kCUDA, static_cast<c10::DeviceIndex>(local_rank % count));
+  c10::impl::getDeviceGuardImpl(at::kCUDA)->setDevice(dev);
+  return dev;
+}
+
+int cuda_device_count() {
+  return at::detail::getCUDAHooks().hasCUDA() ? at::detail::getCUDAHooks().deviceCount() : 0;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, unit[u]);
+  return buf;
+}
+
+// Memory per rank: image buffers, sinograms, weights and the largest activations of the
+// denoiser on the extended tile (eager frees intermediates; skips keep some alive).
+std::string plan_text(const Config& cfg, const Decomposition& d, const nn::Graph& g, int ranks, at::Device dev,
+                      const std::string& comm_kind) {
+  std::ostringstream os;
+  int64_t n = cfg.problem.size, k = cfg.problem.angles;
+  int64_t det = cfg.problem.detector ? cfg.problem.detector : static_cast<int64_t>(std::ceil(std::sqrt(2.0) * double(n)));
+  os << "problem      " << n << " x " << n << " image, " << k << " angles, " << det << " detector bins, "
+     << (cfg.problem.sinogram.empty() ? "phantom " + cfg.problem.phantom + " generated in memory"
+                                      : "sinogram " + cfg.problem.sinogram)
+     << "\n";
+  os << "solver       " << cfg.solver.iterations << " iterations, init " << cfg.solver.init << ", clamp "
+     << cfg.solver.clamp << ", relaxation " << cfg.solver.relaxation << "\n";
+  os << "denoiser     " << g.architecture << " (" << g.dim << "D, " << g.parameter_count() << " parameters, receptive radius "
+     << nn::receptive_radius(g) << " px, alignment " << g.alignment() << "), sigma " << cfg.denoiser.sigma << ", "
+     << cfg.denoiser.precision << ", weights "
+     << (cfg.denoiser.weights.empty() ? "seeded random init" : cfg.denoiser.weights) << "\n";
+  os << "compile      mode " << cfg.compile.mode << ", backend " << cfg.compile.backend << "\n";
+  os << "ranks        " << ranks << " on " << (dev.is_cuda() ? "CUDA" : "CPU") << ", communication " << comm_kind << "\n";
+  os << "decomposition " << d.describe();
+  double weights = 4.0 * double(g.parameter_count());
+  double largest = 0;
+  for (const auto& t : d.tiles) {
+    auto shapes = nn::infer_shapes(g, {1, cfg.denoiser.channels, t.ext.rows(), t.ext.cols()});
+    double big = 0, sum = 0;
+    for (const auto& s : shapes) {
+      double e = 4.0 * double(std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()));
+      big = std::max(big, e);
+      sum += e;
+    }
+    double images = 4.0 * double(t.ext.size()) * 4 + 4.0 * double(k * det) * 3;
+    double est = images + weights + std::min(sum, 4 * big);
+    largest = std::max(largest, est);
+    os << "memory       rank " << t.rank << ": about " << human_bytes(est) << " (images and sinograms "
+       << human_bytes(images) << ", weights " << human_bytes(weights) << ", denoiser activations ~4 x largest "
+       << human_bytes(big) << ")\n";
+  }
+  return os.str();
+}
+
+// Gathers [iterations] doubles of every rank into [iterations x ranks] on rank 0.
+std::vector<double> gather_columns(const Communicator& comm, const std::vector<double>& mine) {
+  int r = comm.rank(), s = comm.size();
+  std::vector<double> all(r == 0 ? mine.size() * size_t(s) : 0);
+  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
+             MPI_DOUBLE, 0, comm.mpi_comm());
+  if (r != 0) return {};
+  std::vector<double> out(all.size());
+  size_t it = mine.size();
+  for (size_t q = 0; q < size_t(s); ++q)
+    for (size_t i = 0; i < it; ++i) out[i * size_t(s) + q] = all[q * it + i];
+  return out;
+}
+
+double stable_mean(const std::vector<double>& v, int64_t window) {
+  size_t w = std::min<size_t>(v.size(), static_cast<size_t>(window));
+  if (w == 0) return 0;
+  return std::accumulate(v.end() - static_cast<long>(w), v.end(), 0.0) / double(w);
+}
+
+void print_phase_table(const Communicator& comm, const PnpRecord& rec, int64_t window) {
+  // Per phase, the stable-window mean of this rank, then max/min/mean over ranks.
+  std::vector<double> mine;
+  for (const auto& ph : rec.phase) mine.push_back(stable_mean(ph, window));
+  std::vector<double> mx(mine.size()), mn(mine.size()), sm(mine.size());
+  MPI_Reduce(mine.data(), mx.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MAX, 0, comm.mpi_comm());
+  MPI_Reduce(mine.data(), mn.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MIN, 0, comm.mpi_comm());
+  MPI_Reduce(mine.data(), sm.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_SUM, 0, comm.mpi_comm());
+  if (comm.rank() != 0) return;
+  double total = mx.back();
+  std::printf("\nPhase times, mean of the last %lld iterations (seconds; max/min/mean over %d ranks):\n",
+              (long long)std::min<int64_t>(window, static_cast<int64_t>(rec.total.size())), comm.size());
+  std::printf("%-20s %12s %12s %12s %8s %8s\n", "phase", "max", "min", "mean", "ratio", "%total");
+  for (size_t i = 0; i < mine.size(); ++i) {
+    double mean = sm[i] / comm.size();
+    std::printf("%-20s %12.4e %12.4e %12.4e %8.2f %7.1f%%\n", pnp_phases()[i].c_str(), mx[i], mn[i], mean,
+                mn[i] > 0 ? mx[i] / mn[i] : 1.0, total > 0 ? 100.0 * mx[i] / total : 0.0);
+  }
+}
+
+// What rank 0 writes besides the image: everything gathered over ranks.
+struct Gathered {
+  std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
+  std::vector<double> wall, peak;          // [iterations x ranks], [ranks]
+  double first = 0, stable = 0, compile = 0;
+  std::string gpu_names;
+};
+
+void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm, const Problem& prob,
+                  const PnpRecord& rec, const Gathered& g, const at::Tensor& image, at::Device dev) {
+  io::AtomicOutput out(cfg.output.file, cfg.output.force);
+  io::H5File& f = out.file();
+  Provenance p = basic_provenance("pnp_recon");
+  p.torch_version = TORCH_VERSION;
+  if (at::detail::getCUDAHooks().hasCUDA()) {
+    long v = at::detail::getCUDAHooks().versionCUDART();
+    p.cuda_version = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
+#ifdef PNP_HAVE_NCCL
+  p.nccl_version = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+#endif
+  io::write_provenance(f, p);
+  io::write_attr(f, "/", "ranks", int64_t{comm.size()});
+  io::write_attr(f, "/", "gpu_names", g.gpu_names);
+  io::write_attr(f, "/", "config", cfg.to_toml());
+  io::write_attr(f, "/", "compile_mode", cfg.compile.mode);
+  io::write_attr(f, "/", "compile_backend", cfg.compile.backend);
+  io::write_attr(f, "/", "architecture", cfg.denoiser.architecture);
+  io::write_attr(f, "/", "device", dev.is_cuda() ? std::string("cuda") : std::string("cpu"));
+  io::write_attr(f, "/", "comm_backend", comm.backend());
+  io::write_attr(f, "/", "step", rec.step);
+  at::Tensor img = image.contiguous();
+  io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
+            "final PnP iterate x, gathered from all tiles");
+  if (prob.truth_full) {
+    at::Tensor gt = prob.truth_full->contiguous();
+    io::write(f, "/ground_truth", gt.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel", "ground-truth image");
+  }
+  const int64_t iters = static_cast<int64_t>(rec.total.size()), ranks = comm.size();
+  for (size_t i = 0; i < pnp_phases().size(); ++i)
+    io::write(f, "/timings/" + pnp_phases()[i], g.phase[i].data(), {iters, ranks}, "s",
+              pnp_phases()[i] == "total" ? "device time of each iteration, begin to end event, per rank"
+                                         : "device-event time of the phase, per iteration and rank");
+  io::write(f, "/timings/wall", g.wall.data(), {iters, ranks}, "s", "host wall time of each iteration, per rank");
+  io::write_scalar(f, "/timings/first_iteration", g.first, "s",
+                   "wall time from program start to the end of iteration 1, incl. setup and compile (max over ranks)");
+  io::write_scalar(f, "/timings/stable_iteration", g.stable, "s",
+                   "mean device time of the last solver.stable_window iterations (max over ranks)");
+  io::write_scalar(f, "/timings/compile", g.compile, "s", "compile cost alone (max over ranks)");
+  std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
+  io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B", "peak device memory allocated by each rank (0 on CPU)");
+  io::write(f, "/metrics/psnr", rec.psnr.data(), {iters}, "dB",
+            "PSNR of the iterate after each iteration against the ground truth (data range); NaN where not computed");
+  io::write(f, "/metrics/residual", rec.residual.data(), {iters}, "1",
+            "||A x - y|| / ||y|| of the iterate entering each iteration; NaN where not computed");
+  std::vector<int64_t> boxes;
+  for (const auto& t : d.tiles) boxes.insert(boxes.end(), {t.own.r0, t.own.r1, t.own.c0, t.own.c1});
+  io::write(f, "/decomposition/boxes", boxes.data(), {ranks, 4}, "px", "owned tile of each rank: r0, r1, c0, c1 (half-open)");
+  io::write_scalar<int64_t>(f, "/decomposition/halo", d.halo, "px", "halo width used (halo = 0 resolved to the receptive radius)");
+  io::write_attr(f, "/decomposition", "kind", d.kind);
+  out.commit();
+}
+
+}  // namespace
+
+int recon_main(int argc, char** argv) {
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  MpiSession mpi(argc, argv);
+  const int rank = mpi.rank();
+  Cli cli;
+  Config cfg;
+  bool exit_now = false;
+  try {
+    collectively(MPI_COMM_WORLD, [&] {
+      cli = parse_cli(argc, argv, exit_now, rank);
+      if (exit_now) return;
+      std::vector<std::string> sets = cli.sets;
+      if (!cli.output.empty()) sets.push_back("output.file=\"" + cli.output + "\"");
+      if (cli.force) sets.push_back("output.force=true");
+      cfg = load_config(cli.config, sets);
+    });
+  } catch (const CollectiveError& e) {
+    return report(e.what(), e.input_error);
+  }
+  if (exit_now) return 0;
+  if (cli.print_config) {
+    if (rank == 0) std::cout << cfg.to_toml();
+    return 0;
+  }
+
+  at::Device device = at::kCPU;
+  nn::Graph graph;
+  Decomposition decomp;
+  std::unique_ptr<Communicator> comm;
+  try {
+    collectively(MPI_COMM_WORLD, [&] {
+      device = choose_device(cfg.distributed.device, mpi.local_rank());
+      graph = denoiser_graph(cfg.denoiser);
+      int64_t halo = cfg.distributed.halo > 0 ? cfg.distributed.halo : nn::receptive_radius(graph);
+      decomp = plan_decomposition(cfg.problem.size, mpi.size(), cfg.distributed.decomposition, cfg.distributed.grid,
+                                  halo, graph.alignment());
+      nn::infer_output_shape(graph, {1, cfg.denoiser.channels, decomp.tile(rank).ext.rows(), decomp.tile(rank).ext.cols()});
+      if (rank == 0 && !cli.dry_run) io::check_output_path(cfg.output.file, cfg.output.force);
+    });
+    if (cli.dry_run) {
+      std::string kind = cfg.distributed.comm == "auto"
+                             ? (device.is_cuda() && mpi.local_size() <= cuda_device_count() ? "auto (nccl if built)" : "mpi")
+                             : cfg.distributed.comm;
+      if (rank == 0) std::cout << plan_text(cfg, decomp, graph, mpi.size(), device, kind);
+      return 0;
+    }
+    collectively(MPI_COMM_WORLD, [&] {
+      comm = make_communicator(cfg.distributed.comm, MPI_COMM_WORLD, device, mpi.local_size(), cuda_device_count());
+    });
+  } catch (const CollectiveError& e) {
+    return report(e.what(), e.input_error);
+  }
+
+  Problem prob;
+  Denoiser den;
+  try {
+    collectively(MPI_COMM_WORLD, [&] {
+      prob = setup_problem(cfg, decomp, rank, device);
+      den = make_denoiser(cfg, device);
+    });
+  } catch (const CollectiveError& e) {
+    return report(e.what(), e.input_error);
+  }
+  if (rank == 0 && cfg.output.progress) {
+    std::printf("pnp_recon: %lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
+                (long long)decomp.n, (long long)decomp.n, (long long)prob.geom.n_angles(),
+                cfg.denoiser.architecture.c_str(), comm->size(), device.is_cuda() ? "CUDA" : "CPU",
+                comm->backend().c_str(), cfg.compile.mode.c_str(), cfg.compile.backend.c_str(), (long long)decomp.halo);
+    std::fflush(stdout);
+  }
+
+  // From here on a failure on one rank may leave others inside a collective: abort the job.
+  try {
+    double setup = std::chrono::duration<double>(Clock::now() - t0).count();
+    PnpRecord rec = run_pnp(cfg, decomp, *comm, prob, den, device, setup);
+    at::Tensor image = comm->gather_tiles(rec.x_own, decomp);
+    Gathered g;
+    char buf[128] = {};
+    std::snprintf(buf, sizeof buf, "%s", device_name(device).c_str());
+    std::vector<char> names(rank == 0 ? 128 * size_t(comm->size()) : 0);
+    MPI_Gather(buf, 128, MPI_CHAR, names.data(), 128, MPI_CHAR, 0, MPI_COMM_WORLD);
+    for (int q = 0; rank == 0 && q < comm->size(); ++q) g.gpu_names += (q ? "," : "") + std::string(&names[size_t(q) * 128]);
+    for (const auto& ph : rec.phase) g.phase.push_back(gather_columns(*comm, ph));
+    g.wall = gather_columns(*comm, rec.wall);
+    g.peak = gather_columns(*comm, {double(rec.peak_bytes)});
+    g.first = comm->max(rec.first_iteration);
+    g.stable = comm->max(stable_mean(rec.total, cfg.solver.stable_window));
+    g.compile = comm->max(rec.compile_seconds + den.setup_seconds * 0.0);
+    print_phase_table(*comm, rec, cfg.solver.stable_window);
+    if (rank == 0) {
+      int64_t last = -1;
+      for (int64_t i = 0; i < static_cast<int64_t>(rec.psnr.size()); ++i)
+        if (!std::isnan(rec.psnr[size_t(i)])) last = i;
+      std::printf("\nfirst iteration %.3f s, stable iteration %.4f s, step %.4e%s\n", g.first, g.stable, rec.step,
+                  last >= 0 ? (", final PSNR " + std::to_string(rec.psnr[size_t(last)]) + " dB").c_str() : "");
+      write_output(cfg, decomp, *comm, prob, rec, g, image, device);
+      std::printf("wrote %s\n", cfg.output.file.c_str());
+    }
+  } catch (const std::exception& e) {
+    abort_job(e.what(), dynamic_cast<const InputError*>(&e) ? 2 : 1);
+  }
+  return 0;
+}
+
+}  // namespace pnp
