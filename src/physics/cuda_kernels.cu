@@ -66,6 +66,7 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ 
     if (hi <= 0 || lo + 1 >= nlat) continue;            // block-uniform
     const int span = min(hi - lo, W);
     if (!rp.col_mode) {
+#pragma unroll 4
       for (int si = 0; si < L; ++si) {
         const int g = g0 + si;
         const bool in = g < nsteps;
@@ -79,6 +80,7 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ 
       }
     } else {
       const int total = span * L;
+#pragma unroll 4
       for (int idx = tid; idx < total; idx += B) {
         const int si = idx & (L - 1);
         const int p = idx / L;
