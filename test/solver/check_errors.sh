@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Bad input ends every rank with one `error:` line and exit code 2; a killed rank ends the
+# job within 30 s.  usage: check_errors.sh MPIRUN... -- PNP_RECON SMALL_TOML
+set -u
+mpirun=(); while [ "$1" != "--" ]; do mpirun+=("$1"); shift; done; shift
+recon=$1 small=$2
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+printf '[problem]\nsize = 64\nangels = 10\n' > "$dir/bad.toml"
+"${mpirun[@]}" -n 3 "$recon" "$dir/bad.toml" >"$dir/out" 2>"$dir/err"; rc=$?
+[ $rc = 2 ] || fail "bad key: exit code $rc, expected 2"
+[ "$(grep -c "^error: $dir/bad.toml:3: unknown key 'problem.angels' (did you mean 'problem.angles'?)" "$dir/err")" = 3 ] \
+  || { cat "$dir/err"; fail "bad key: expected one error line per rank"; }
+grep -q -E "terminate called|[Ss]tack trace|core dumped|Segmentation fault|Exception raised from" "$dir/err" && fail "bad key: stack dump"
+
+"${mpirun[@]}" -n 2 "$recon" "$small" --set problem.sinogram=\"$dir/none.h5\" >"$dir/out" 2>"$dir/err"; rc=$?
+[ $rc = 2 ] || fail "missing sinogram: exit code $rc"
+[ "$(grep -c '^error: --set problem.sinogram=.*file not found' "$dir/err")" = 2 ] || { cat "$dir/err"; fail "missing sinogram message"; }
+
+"${mpirun[@]}" -n 2 "$recon" "$small" --set distributed.grid=[3,1] --set distributed.decomposition=grid \
+  --output "$dir/o.h5" >"$dir/out" 2>"$dir/err"; rc=$?
+[ $rc = 2 ] || fail "bad grid: exit code $rc"
+[ "$(grep -c '^error: distributed.grid = \[3, 1\] does not match 2 ranks' "$dir/err")" = 2 ] || { cat "$dir/err"; fail "grid message"; }
+
+"${mpirun[@]}" -n 2 "$recon" "$small" --output "$dir/o.h5" --set solver.iterations=100000 >"$dir/out" 2>"$dir/err" &
+pid=$!
+sleep 8
+victim=$(pgrep -f "$dir/o.h5" | while read -r p; do [ "$(ps -o comm= -p "$p")" = "pnp_recon" ] && echo "$p"; done | tail -1)
+[ -n "$victim" ] || fail "no pnp_recon rank found to kill"
+kill -9 "$victim"
+for _ in $(seq 30); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+if kill -0 $pid 2>/dev/null; then kill -9 $pid; pkill -9 -f "$dir/o.h5"; fail "job still running 30 s after a rank was killed"; fi
+[ ! -e "$dir/o.h5" ] || fail "a killed job left an output file"
+echo "error handling checks passed"
