@@ -9,10 +9,11 @@
 # and name .deps in the device tool's carry list.
 set -euo pipefail
 root=$PWD/.deps/root
-if [ ! -d "$root/usr/include/toml++" ]; then
-  mkdir -p "$root"
-  for f in .deps/*.deb; do dpkg -x "$f" "$root"; done
-fi
+mkdir -p "$root"
+for f in .deps/*.deb; do  # unpack each carried .deb once (a warm machine keeps .deps/root)
+  stamp="$root/.unpacked.$(basename "$f")"
+  [ -f "$stamp" ] || { dpkg -x "$f" "$root" && touch "$stamp"; }
+done
 export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 venv_nv=$(python3 -c 'import nvidia,os;print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null)/nvidia || true
