@@ -44,7 +44,10 @@ std::string json_escape(std::string_view s) {
 
 std::string json_ints(const std::vector<int64_t>& v) {
   std::string o = "[";
-  for (size_t i = 0; i < v.size(); ++i) o += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) o += ",";
+    o += std::to_string(v[i]);
+  }
   return o + "]";
 }
 
@@ -237,7 +240,10 @@ Node& Graph::add(std::string name, OpKind op, std::vector<int> inputs, Attrs att
 
 std::string shape_string(const std::vector<int64_t>& s) {
   std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) o += ", ";
+    o += std::to_string(s[i]);
+  }
   return o + "]";
 }
 
