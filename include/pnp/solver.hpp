@@ -62,7 +62,8 @@ struct PnpRecord {
   double step = 0;
   double clamp_lo = 0, clamp_hi = 0;
   int64_t peak_bytes = 0;
-  int64_t bytes_sent = 0;
+  std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase
+  int64_t bytes_sent = 0;                  // halo + allreduce payload sent by this rank in the loop
 };
 
 // Runs the PnP loop on this rank. `setup_start` is when the run began (for first_iteration).

@@ -32,8 +32,10 @@ class PhaseTimer {
   double total(int64_t it) const { return totals_[static_cast<size_t>(it)]; }
   double wall(int64_t it) const { return walls_[static_cast<size_t>(it)]; }  // host clock
   int64_t iterations() const { return iterations_; }
-  // Peak device memory (bytes) since construction, and during each phase; 0 on CPU.
+  // Peak device memory (bytes) since construction, and the peak during each phase over all
+  // iterations; 0 on CPU.
   int64_t peak_bytes() const { return peak_; }
+  int64_t phase_peak_bytes(int phase) const { return phase_peak_[static_cast<size_t>(phase)]; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -54,6 +56,7 @@ class PhaseTimer {
   std::vector<std::vector<double>> secs_;
   std::vector<double> totals_, walls_;
   int64_t peak_ = 0;
+  std::vector<int64_t> phase_peak_;
 };
 
 // Peak bytes allocated on a CUDA device by the caching allocator (0 on CPU or without CUDA),

@@ -83,6 +83,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   const double range = prob.truth_max - prob.truth_min;
 
   PhaseTimer timer(device, pnp_phases(), iters);
+  const int64_t bytes_before = comm.bytes_sent();
   const bool progress = cfg.output.progress && rank == 0;
   for (int64_t it = 0; it < iters; ++it) {
     auto t_it = Clock::now();
@@ -165,7 +166,9 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   }
   rec.compile_seconds = 0;  // eager: nothing compiled
   rec.peak_bytes = timer.peak_bytes();
-  rec.bytes_sent = comm.bytes_sent();
+  for (size_t ph = 0; ph + 1 < pnp_phases().size(); ++ph) rec.phase_peak_bytes.push_back(timer.phase_peak_bytes(static_cast<int>(ph)));
+  rec.phase_peak_bytes.push_back(rec.peak_bytes);
+  rec.bytes_sent = comm.bytes_sent() - bytes_before;
   return rec;
 }
 

@@ -209,7 +209,8 @@ void print_phase_table(const Communicator& comm, const PnpRecord& rec, int64_t w
 // What rank 0 writes besides the image: everything gathered over ranks.
 struct Gathered {
   std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
-  std::vector<double> wall, peak;          // [iterations x ranks], [ranks]
+  std::vector<double> wall, peak, sent;    // [iterations x ranks], [ranks], [ranks]
+  std::vector<std::vector<double>> phase_peak;  // [phase] -> [ranks]
   double first = 0, stable = 0, compile = 0;
   std::string gpu_names;
 };
@@ -257,6 +258,15 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_scalar(f, "/timings/compile", g.compile, "s", "compile cost alone (max over ranks)");
   std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
   io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B", "peak device memory allocated by each rank (0 on CPU)");
+  for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
+    std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());
+    io::write(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], pp.data(), {ranks}, "B",
+              "peak device memory allocated during the phase, over all iterations, per rank (0 on CPU)");
+  }
+  std::vector<double> per_it(g.sent.size());
+  for (size_t q = 0; q < g.sent.size(); ++q) per_it[q] = g.sent[q] / double(iters);
+  io::write(f, "/communication/bytes_per_iteration", per_it.data(), {ranks}, "B",
+            "halo-exchange and allreduce payload sent by each rank per iteration");
   io::write(f, "/metrics/psnr", rec.psnr.data(), {iters}, "dB",
             "PSNR of the iterate after each iteration against the ground truth (data range); NaN where not computed");
   io::write(f, "/metrics/residual", rec.residual.data(), {iters}, "1",
@@ -357,6 +367,8 @@ int recon_main(int argc, char** argv) {
     for (const auto& ph : rec.phase) g.phase.push_back(gather_columns(*comm, ph));
     g.wall = gather_columns(*comm, rec.wall);
     g.peak = gather_columns(*comm, {double(rec.peak_bytes)});
+    g.sent = gather_columns(*comm, {double(rec.bytes_sent)});
+    for (int64_t b : rec.phase_peak_bytes) g.phase_peak.push_back(gather_columns(*comm, {double(b)}));
     g.first = comm->max(rec.first_iteration);
     g.stable = comm->max(stable_mean(rec.total, cfg.solver.stable_window));
     g.compile = comm->max(rec.compile_seconds + den.setup_seconds * 0.0);

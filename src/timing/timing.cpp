@@ -14,6 +14,7 @@ namespace pnp {
 PhaseTimer::PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations)
     : device_(device), phases_(std::move(phases)), iterations_(iterations) {
   size_t n = static_cast<size_t>(iterations);
+  phase_peak_.assign(phases_.size(), 0);
   starts_.resize(n);
   stops_.resize(n);
   it_begin_.resize(n);
@@ -52,10 +53,19 @@ void PhaseTimer::begin_iteration(int64_t it) {
   it_ = it;
   it_begin_[static_cast<size_t>(it)] = mark();
 }
-void PhaseTimer::start(int phase) { starts_[static_cast<size_t>(it_)][static_cast<size_t>(phase)] = mark(); }
+// The allocator's peak is reset at each phase start (host bookkeeping only, no device sync),
+// so the peak read at the phase's stop is the phase's own; the overall peak is their max.
+void PhaseTimer::start(int phase) {
+  sample_peak();
+  reset_device_peak(device_);
+  starts_[static_cast<size_t>(it_)][static_cast<size_t>(phase)] = mark();
+}
 void PhaseTimer::stop(int phase) {
   stops_[static_cast<size_t>(it_)][static_cast<size_t>(phase)] = mark();
-  sample_peak();
+  int64_t p = device_peak_bytes(device_);
+  auto& slot = phase_peak_[static_cast<size_t>(phase)];
+  slot = std::max(slot, p);
+  peak_ = std::max(peak_, p);
 }
 void PhaseTimer::end_iteration() { it_end_[static_cast<size_t>(it_)] = mark(); }
 
