@@ -3,9 +3,10 @@
 // Forward: one block = one angle x 128 consecutive detector bins, one thread = one ray.
 // The rays march together over the steps (rows or columns of the box) in segments of L
 // steps; each segment stages the pixels the 128 rays can touch (an L x W window, loaded
-// coalesced along memory rows whatever the stepping axis) in shared memory, zero outside
-// the box, so the inner loop is branch-free: two shared loads and an FMA per sample.
-// Segments the ray bundle does not touch are skipped.
+// coalesced along memory rows whatever the stepping axis) in shared memory with cp.async,
+// zero-filled outside the box, double-buffered so the next segment's copies fly while this
+// one is computed; the inner loop is branch-free: two shared loads and an FMA per sample.
+// Only the run of segments the ray bundle touches is visited.
 //
 // Adjoint: one block = a 32 x 32 pixel tile, 256 threads, 4 pixels each. Angles come in
 // chunks of 32: for each the <= 46 detector bins the tile can see are staged in shared
@@ -22,17 +23,34 @@ namespace {
 constexpr int kFwdThreads = 128;
 template <typename T>
 struct FwdCfg {
-  static constexpr int L = 32;
+  static constexpr int L = 16;  // steps per staged segment
 };
 template <>
 struct FwdCfg<double> {
-  static constexpr int L = 16;
+  static constexpr int L = 8;
 };
 // Lateral window: (B-1) sqrt(2) + (L-1) + 5 < 182 + L + 5, made odd against bank conflicts.
 template <int L>
 constexpr int fwd_width() {
   return (182 + L + 5) | 1;
 }
+
+// Asynchronous global -> shared copy of one element (zero-filled when !pred).
+template <typename T>
+__device__ __forceinline__ void cp_async(T* dst, const T* src, bool pred) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int sz = pred ? static_cast<int>(sizeof(T)) : 0;
+  if constexpr (sizeof(T) == 4)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(sz) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(src), "r"(sz) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+struct Window {
+  int lo, span;
+};
 
 template <typename T>
 __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ img, int64_t ld, int rows, int cols,
@@ -41,7 +59,7 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ 
   constexpr int L = FwdCfg<T>::L;
   constexpr int W = fwd_width<L>();
   constexpr int B = kFwdThreads;
-  __shared__ T sm[L * W];
+  __shared__ T sm[2][L * W];  // double buffer: stage segment s+1 while computing s
   const int k = blockIdx.y;
   const int d0 = blockIdx.x * B;
   const int tid = threadIdx.x;
@@ -56,55 +74,79 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ 
   const double pl = rp.L0 + static_cast<double>(d0 + B - 1) * rp.Ld;
   const double pmin_d = fmin(pf, pl), pmax_d = fmax(pf, pl);
   const T Ls = static_cast<T>(rp.Ls);
-  T acc = 0;
-  for (int g0 = 0; g0 < nsteps; g0 += L) {
+
+  // Lateral window of segment sg (block-uniform); span 0 when the rays miss the box there.
+  auto window = [&](int sg) {
+    const int g0 = sg * L;
     const double e0 = static_cast<double>(g0) * rp.Ls, e1 = static_cast<double>(g0 + L - 1) * rp.Ls;
     const double pmin = pmin_d + fmin(e0, e1), pmax = pmax_d + fmax(e0, e1);
-    if (pmax < -2.0 || pmin > static_cast<double>(nlat) + 1.0) continue;  // block-uniform
-    const int lo = static_cast<int>(floor(pmin)) - 1;
-    const int hi = static_cast<int>(floor(pmax)) + 3;  // exclusive; one spare column each side
-    if (hi <= 0 || lo + 1 >= nlat) continue;            // block-uniform
-    const int span = min(hi - lo, W);
-    if (!rp.col_mode) {
-#pragma unroll 4
+    Window w{0, 0};
+    if (pmax < -2.0 || pmin > static_cast<double>(nlat) + 1.0) return w;
+    w.lo = static_cast<int>(floor(pmin)) - 1;
+    const int hi = static_cast<int>(floor(pmax)) + 3;  // exclusive; one spare element each side
+    if (hi <= 0 || w.lo + 1 >= nlat) return w;
+    w.span = min(hi - w.lo, W);
+    return w;
+  };
+  auto stage = [&](int sg, T* buf) {
+    const Window w = window(sg);
+    const int g0 = sg * L;
+    if (w.span == 0) return;
+    if (!rp.col_mode) {  // step = box row, lateral = box column: rows are contiguous
+#pragma unroll
       for (int si = 0; si < L; ++si) {
         const int g = g0 + si;
         const bool in = g < nsteps;
-        const T* line = img + static_cast<int64_t>(g) * ld;
-        for (int p = tid; p < span; p += B) {
-          const int q = lo + p;
-          T v = 0;
-          if (in && q >= 0 && q < nlat) v = line[q];
-          sm[si * W + p] = v;
+        const T* line = img + static_cast<int64_t>(in ? g : 0) * ld;
+        for (int p = tid; p < w.span; p += B) {
+          const int q = w.lo + p;
+          const bool ok = in && q >= 0 && q < nlat;
+          cp_async(buf + si * W + p, ok ? line + q : img, ok);
         }
       }
-    } else {
-      const int total = span * L;
-#pragma unroll 4
+    } else {  // step = box column, lateral = box row: L consecutive columns per row
+      const int total = w.span * L;
       for (int idx = tid; idx < total; idx += B) {
         const int si = idx & (L - 1);
         const int p = idx / L;
         const int g = g0 + si;
-        const int q = lo + p;
-        T v = 0;
-        if (g < nsteps && q >= 0 && q < nlat) v = img[static_cast<int64_t>(q) * ld + g];
-        sm[si * W + p] = v;
+        const int q = w.lo + p;
+        const bool ok = g < nsteps && q >= 0 && q < nlat;
+        cp_async(buf + si * W + p, ok ? img + static_cast<int64_t>(q) * ld + g : img, ok);
       }
     }
+  };
+
+  // The segments the bundle touches form one run [sb, se) (its lateral position is linear in g).
+  const int nseg = (nsteps + L - 1) / L;
+  int sb = 0;
+  while (sb < nseg && window(sb).span == 0) ++sb;
+  int se = sb;
+  while (se < nseg && window(se).span != 0) ++se;
+
+  T acc = 0;
+  if (sb < se) stage(sb, sm[0]);
+  cp_commit();
+  for (int sg = sb; sg < se; ++sg) {
+    T* cur = sm[(sg - sb) & 1];
+    if (sg + 1 < se) stage(sg + 1, sm[(sg - sb + 1) & 1]);
+    cp_commit();
+    cp_wait_1();
     __syncthreads();
-    const T ub = static_cast<T>(pd + static_cast<double>(g0) * rp.Ls - static_cast<double>(lo));
-#pragma unroll 8
+    const Window w = window(sg);
+    const T ub = static_cast<T>(pd + static_cast<double>(sg * L) * rp.Ls - static_cast<double>(w.lo));
+#pragma unroll
     for (int si = 0; si < L; ++si) {
       const T p = ub + static_cast<T>(si) * Ls;
       const T fl = floor(p);
       int q = static_cast<int>(fl);
-      q = min(max(q, 0), span - 2);
+      q = min(max(q, 0), w.span - 2);
       const T f = p - fl;
-      const T v0 = sm[si * W + q];
-      const T v1 = sm[si * W + q + 1];
+      const T v0 = cur[si * W + q];
+      const T v1 = cur[si * W + q + 1];
       acc += v0 + f * (v1 - v0);
     }
-    __syncthreads();
+    __syncthreads();  // cur is restaged two iterations on
   }
   if (d < n_det) out[static_cast<int64_t>(k) * n_det + d] = acc * static_cast<T>(rp.inv_a);
 }

@@ -433,7 +433,7 @@ TEST_CASE("CUDA: equals the CPU reference, adjointness, tiles, poison, ops, FBP,
       auto sum = torch::zeros_like(full);
       for (const Box& b : boxes) {
         sum += forward(slice_box(x, b), g, b);
-        CHECK(max_rel(adjoint(y, g, b), slice_box(fullT, b)) < 1e-6);
+        CHECK(max_rel(adjoint(y, g, b), slice_box(fullT, b)) < 1e-5);  // float32: the tile origin changes the rounding
       }
       CHECK(max_rel(sum, full) < 1e-5);
     }
