@@ -1,0 +1,83 @@
+// The native backend: compiles an IR graph for one fixed input shape, device and dtype into an
+// Executor, in C++ only (DESIGN.md "Compile: placement x backend").
+//
+// What compile does (src/nn/native.cpp):
+//  - Folds every inference batch norm into the convolution before it (when the BN is the
+//    conv's only reader), in float64, then casts the weights to the executor's dtype.
+//  - Fuses, by pattern over the IR, never changing the function:
+//      conv(+bias)(+folded BN) -> relu              "conv+bias+relu" / "conv+relu" / "conv+bn+relu"
+//                                                   CUDA float32: at::cudnn_convolution_relu
+//      conv(+bias) -> add(., z) -> relu             "conv+add+relu" (+bias/+bn variants)
+//                                                   CUDA float32: at::cudnn_convolution_add_relu
+//      conv(+bias) -> add(., z), no ReLU after      "conv+add" (+bias/+bn variants): the add is
+//                                                   done in place into the conv's output (an
+//                                                   epilogue; cuDNN exposes no identity-activation
+//                                                   conv+add through ATen).
+//    Each pattern needs the intermediate result to have exactly one reader. DRUNet's ResBlock
+//    (x + conv(relu(conv(x))), no ReLU after the add) therefore gets conv+relu and conv+add, and
+//    none of the three reference architectures has an add followed by a ReLU. On CPU (and for
+//    float64 on CUDA) the same plan runs with generic ops: conv, then relu_ / add_ in place.
+//  - Channels-last activations and weights (ChannelsLast / ChannelsLast3d).
+//  - Preallocated activation buffers: a liveness pass over the topological order assigns every
+//    value that an op with a true `out=` kernel writes (add, concat, upsample, pad, standalone
+//    ReLU) to a slot, reusing slots whose values are dead; slots are allocated once at compile
+//    time. Convolutions write where cuDNN puts them (ATen's `.out` overloads of the fused cuDNN
+//    ops are generated wrappers that copy), and every value is released right after its last
+//    reader. With the CUDA graph, all of this is captured once: the graph's private memory pool
+//    holds every activation at a fixed address, reused on every replay.
+//  - cuDNN autotuning at compile time: warm-up runs with at::globalContext().benchmarkCuDNN()
+//    on (restored afterwards); the chosen plans stay in cuDNN's plan cache for later calls.
+//  - Optional CUDA graph of the whole forward (at::cuda::CUDAGraph, captured on a side stream).
+//    forward() copies x into a static input buffer and writes sigma into a one-element device
+//    buffer (no host sync; the σ map is an expanded view of it, so a replay sees the new σ),
+//    replays, and returns a fresh contiguous (NCHW / NCDHW) clone of the static output: the
+//    result is never overwritten by a later call.
+//  - TF32: PyTorch's defaults are kept (cuDNN may use TF32 for float32 convolutions, as the
+//    eager executor does); compiled and eager therefore agree to TF32 rounding on the GPU.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pnp/nn/executor.hpp"
+
+namespace pnp::nn {
+
+struct NativeOptions {
+  bool channels_last = true;
+  bool fuse = true;        // pattern fusions (BN folding is always done)
+  bool autotune = true;    // cuDNN benchmark mode during the compile warm-up (CUDA)
+  bool cuda_graph = true;  // capture the whole forward as one CUDA graph (CUDA)
+  int warmup_calls = 2;    // compile-time warm-up runs (autotuning) before capture
+};
+
+class NativeExecutor : public Executor {
+ public:
+  // Host seconds spent in make_native: planning, weight folding and upload, warm-up /
+  // autotuning and graph capture (device synchronised).
+  virtual double compile_seconds() const = 0;
+  // One entry per fusion made, "pattern:node", e.g. "conv+bias+relu:conv_list.0",
+  // "conv+add:m_down1.0.res.2". BN folds show up in the pattern ("conv+bn+relu").
+  virtual std::vector<std::string> fusions() const = 0;
+  // True when the forward runs as a captured CUDA graph.
+  virtual bool graph_captured() const = 0;
+  // Notes on what was not applied and why (e.g. a capture that failed and fell back).
+  virtual std::vector<std::string> notes() const = 0;
+  // The input shape this executor was compiled for.
+  virtual const std::vector<int64_t>& input_shape() const = 0;
+  // Bytes of the preallocated slot buffers (the liveness plan), and their count.
+  virtual int64_t slot_bytes() const = 0;
+  virtual int slot_count() const = 0;
+};
+
+// Compiles g for exactly this input shape ([B,C,H,W] or [B,C,D,H,W]) on device/dtype (kFloat or
+// kDouble). Throws InputError for an impossible shape or dtype, and for weights not matching g.
+// forward() throws InputError when called with any other shape.
+std::unique_ptr<NativeExecutor> make_native(const Graph& g, const Weights& w, at::Device device,
+                                            at::ScalarType dtype, std::vector<int64_t> input_shape,
+                                            NativeOptions opt = {});
+
+}  // namespace pnp::nn

@@ -1,0 +1,246 @@
+// The native backend against the eager executor: every architecture, 2D and 3D, float64 and
+// float32, with the expected fusions; shape checks; buffer reuse across calls; sigma at run
+// time; options off; a hand-made conv+add+relu graph. CUDA cases run when a GPU is present.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "pnp/nn/executor.hpp"
+#include "pnp/nn/models.hpp"
+#include "pnp/nn/native.hpp"
+
+using namespace pnp;
+using namespace pnp::nn;
+
+namespace {
+Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks = -1) {
+  DenoiserSpec s;
+  s.architecture = std::move(arch);
+  s.dim = dim;
+  s.in_channels = s.out_channels = c;
+  s.features = std::move(f);
+  s.blocks = blocks;
+  return build(s);
+}
+
+// Seeded weights with non-trivial batch-norm statistics (so that folding matters).
+Weights random_weights(const Graph& g, uint64_t seed) {
+  Weights w = init_weights(g, seed);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 17);
+  for (const auto& n : g.nodes)
+    if (n.op == OpKind::batch_norm) {
+      const int64_t c = n.attrs.out_channels;
+      w[n.name + ".weight"] = at::empty({c}).uniform_(0.5, 1.5, gen);
+      w[n.name + ".bias"] = at::empty({c}).uniform_(-0.3, 0.3, gen);
+      w[n.name + ".running_mean"] = at::empty({c}).uniform_(-0.2, 0.2, gen);
+      w[n.name + ".running_var"] = at::empty({c}).uniform_(0.5, 2.0, gen);
+    }
+  return w;
+}
+
+at::Tensor rnd(std::vector<int64_t> s, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::empty(s, at::kDouble).uniform_(-1.0, 1.0, gen);
+}
+
+double rel_err(const at::Tensor& a, const at::Tensor& ref) {
+  at::Tensor x = a.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
+  return (x - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-300);
+}
+
+std::map<std::string, int> count_patterns(const std::vector<std::string>& fusions) {
+  std::map<std::string, int> m;
+  for (const auto& f : fusions) ++m[f.substr(0, f.find(':'))];
+  return m;
+}
+
+struct Case {
+  std::string arch;
+  int dim;
+  int channels;
+  std::vector<int64_t> features;
+  int blocks;
+  std::vector<int64_t> shape;
+  std::map<std::string, int> expected;  // pattern -> count
+};
+
+std::vector<Case> cases() {
+  // DnCNN depth 4: three conv+bias+relu, out_conv + residual -> conv+bias+add.
+  // DRUNet nb = 1: 7 ResBlocks, each conv+relu (res.0) and conv+add (res.2 + x); no ReLU after
+  //   any add, so never conv+add+relu; the skip adds read multi-use convs (no fusion).
+  // UNet 2 scales: 3 blocks x 2 convs + 1 up conv = 7 conv+bn+relu, Conv_1x1 + residual.
+  return {
+      {"dncnn", 2, 3, {6}, 4, {2, 3, 13, 10}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
+      {"dncnn", 3, 1, {4}, 4, {1, 1, 7, 6, 5}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
+      {"drunet", 2, 3, {2, 3, 4, 5}, 1, {1, 3, 13, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
+      {"drunet", 3, 1, {2, 3, 3, 4}, 1, {1, 1, 9, 8, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
+      {"unet", 2, 3, {3, 4}, -1, {2, 3, 7, 9}, {{"conv+bn+relu", 7}, {"conv+bias+add", 1}}},
+      {"unet", 3, 1, {2, 3}, -1, {1, 1, 5, 6, 4}, {{"conv+bn+relu", 7}, {"conv+bias+add", 1}}},
+  };
+}
+}  // namespace
+
+TEST_CASE("native equals eager on CPU (float64, float32), with the expected fusions") {
+  for (const auto& c : cases()) {
+    CAPTURE(c.arch);
+    CAPTURE(c.dim);
+    Graph g = make(c.arch, c.dim, c.channels, c.features, c.blocks);
+    Weights w = random_weights(g, 11);
+    at::Tensor x = rnd(c.shape, 12);
+    for (auto dtype : {at::kDouble, at::kFloat}) {
+      CAPTURE(c10::toString(dtype));
+      auto eager = make_eager(g, w, at::kCPU, dtype);
+      auto nat = make_native(g, w, at::kCPU, dtype, c.shape);
+      CHECK(nat->name() == "native");
+      CHECK(nat->compile_seconds() >= 0.0);
+      CHECK_FALSE(nat->graph_captured());
+      CHECK(count_patterns(nat->fusions()) == c.expected);
+      CHECK(nat->alignment() == eager->alignment());
+      CHECK(nat->receptive_radius() == eager->receptive_radius());
+      const double tol = dtype == at::kDouble ? 1e-12 : 2e-5;
+      at::Tensor ref = eager->forward(x, 0.2);
+      at::Tensor y = nat->forward(x, 0.2);
+      CHECK(y.sizes() == x.sizes());
+      CHECK((y.scalar_type() == dtype));
+      CHECK(y.is_contiguous());
+      CHECK(rel_err(y, ref) < tol);
+      // A second input through the same (reused) buffers; the first result is untouched.
+      at::Tensor x2 = rnd(c.shape, 13);
+      at::Tensor y_copy = y.clone();
+      at::Tensor y2 = nat->forward(x2, 0.05);
+      CHECK(rel_err(y2, eager->forward(x2, 0.05)) < tol);
+      CHECK(rel_err(y, y_copy) == 0.0);
+      CHECK(rel_err(y2, y) > 1e-3);
+    }
+  }
+}
+
+TEST_CASE("native: sigma is a runtime value (DRUNet)") {
+  Graph g = make("drunet", 2, 1, {2, 3, 4, 5}, 1);
+  Weights w = random_weights(g, 3);
+  at::Tensor x = rnd({1, 1, 16, 16}, 4);
+  auto eager = make_eager(g, w, at::kCPU, at::kDouble);
+  auto nat = make_native(g, w, at::kCPU, at::kDouble, {1, 1, 16, 16});
+  at::Tensor a = nat->forward(x, 0.1), b = nat->forward(x, 0.7);
+  CHECK(rel_err(a, b) > 1e-6);
+  CHECK(rel_err(b, eager->forward(x, 0.7)) < 1e-12);
+  CHECK(rel_err(nat->forward(x, 0.1), a) == 0.0);
+}
+
+TEST_CASE("native rejects another input shape and bad arguments") {
+  Graph g = make("dncnn", 2, 1, {4}, 3);
+  Weights w = random_weights(g, 1);
+  auto nat = make_native(g, w, at::kCPU, at::kFloat, {1, 1, 8, 8});
+  CHECK(nat->input_shape() == std::vector<int64_t>{1, 1, 8, 8});
+  CHECK_THROWS_AS(nat->forward(rnd({1, 1, 8, 9}, 1), 0.1), InputError);
+  CHECK_THROWS_WITH_AS(nat->forward(rnd({2, 1, 8, 8}, 1), 0.1),
+                       doctest::Contains("compiled for input shape [1, 1, 8, 8], got [2, 1, 8, 8]"), InputError);
+  CHECK_THROWS_AS(make_native(g, w, at::kCPU, at::kFloat, {1, 2, 8, 8}), InputError);   // channels
+  CHECK_THROWS_AS(make_native(g, w, at::kCPU, at::kFloat, {1, 1, 8}), InputError);      // rank
+  CHECK_THROWS_AS(make_native(g, w, at::kCPU, at::kHalf, {1, 1, 8, 8}), InputError);    // dtype
+  Weights bad = w;
+  bad.erase("in_conv.weight");
+  CHECK_THROWS_AS(make_native(g, bad, at::kCPU, at::kFloat, {1, 1, 8, 8}), InputError);
+  // A float32 CPU input to a float64 executor is converted, like the eager executor does.
+  auto nat64 = make_native(g, w, at::kCPU, at::kDouble, {1, 1, 8, 8});
+  CHECK((nat64->forward(rnd({1, 1, 8, 8}, 2).to(at::kFloat), 0.1).scalar_type() == at::kDouble));
+}
+
+TEST_CASE("native: options off still equal eager; BN is always folded") {
+  Graph g = make("unet", 2, 1, {3, 4});
+  Weights w = random_weights(g, 5);
+  at::Tensor x = rnd({1, 1, 12, 8}, 6);
+  at::Tensor ref = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.1);
+  for (bool cl : {false, true})
+    for (bool fuse : {false, true}) {
+      NativeOptions o;
+      o.channels_last = cl;
+      o.fuse = fuse;
+      auto nat = make_native(g, w, at::kCPU, at::kDouble, {1, 1, 12, 8}, o);
+      CHECK(rel_err(nat->forward(x, 0.1), ref) < 1e-12);
+      auto m = count_patterns(nat->fusions());
+      if (fuse) CHECK(m == std::map<std::string, int>{{"conv+bn+relu", 7}, {"conv+bias+add", 1}});
+      else CHECK(m == std::map<std::string, int>{{"conv+bn", 7}});
+    }
+}
+
+TEST_CASE("native: liveness-based slots are reused") {
+  Graph g = make("unet", 2, 1, {3, 4, 5});
+  Weights w = random_weights(g, 7);
+  auto nat = make_native(g, w, at::kCPU, at::kFloat, {1, 1, 16, 16});
+  // Slot-written values: pad, 2 upsamples, 2 concats (ReLUs and adds are fused or in place).
+  CHECK(nat->slot_count() >= 1);
+  CHECK(nat->slot_count() < 5);
+  CHECK(nat->slot_bytes() > 0);
+}
+
+TEST_CASE("native: conv+add+relu where the IR has an add followed by a ReLU") {
+  // x -> conv(bias) -> add(., x) -> relu -> conv -> relu: y = relu(conv2(relu(conv1(x) + x)))
+  Graph g;
+  g.architecture = "test";
+  g.dim = 2;
+  g.in_channels = g.out_channels = 2;
+  g.add("x", OpKind::input, {});
+  Attrs a;
+  a.in_channels = a.out_channels = 2;
+  a.kernel = {3, 3};
+  a.stride = {1, 1};
+  a.padding = {1, 1};
+  a.bias = true;
+  g.add("c1", OpKind::conv, {0}, a, {{"weight", "c1.weight", {2, 2, 3, 3}, true}, {"bias", "c1.bias", {2}, true}});
+  g.add("sum", OpKind::add, {0, 1});
+  g.add("r1", OpKind::relu, {2});
+  a.bias = false;
+  g.add("c2", OpKind::conv, {3}, a, {{"weight", "c2.weight", {2, 2, 3, 3}, true}});
+  g.add("r2", OpKind::relu, {4});
+  Weights w;
+  w["c1.weight"] = rnd({2, 2, 3, 3}, 1);
+  w["c1.bias"] = rnd({2}, 2);
+  w["c2.weight"] = rnd({2, 2, 3, 3}, 3);
+  at::Tensor x = rnd({1, 2, 6, 5}, 4);
+  auto nat = make_native(g, w, at::kCPU, at::kDouble, {1, 2, 6, 5});
+  CHECK(nat->fusions() == std::vector<std::string>{"conv+bias+add+relu:c1", "conv+relu:c2"});
+  at::Tensor ref = at::relu(at::conv2d(at::relu(at::conv2d(x, w["c1.weight"], w["c1.bias"], 1, 1) + x),
+                                       w["c2.weight"], {}, 1, 1));
+  CHECK(rel_err(nat->forward(x, 0), ref) < 1e-12);
+  CHECK(rel_err(nat->forward(x, 0), make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0)) < 1e-12);
+}
+
+TEST_CASE("native equals eager on CUDA (float32 and float64), graph captured, sigma replayed") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  for (const auto& c : cases()) {
+    CAPTURE(c.arch);
+    CAPTURE(c.dim);
+    Graph g = make(c.arch, c.dim, c.channels, c.features, c.blocks);
+    Weights w = random_weights(g, 21);
+    at::Tensor x = rnd(c.shape, 22);
+    at::Tensor ref64 = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.3);
+    for (auto dtype : {at::kFloat, at::kDouble}) {
+      CAPTURE(c10::toString(dtype));
+      auto eager = make_eager(g, w, dev, dtype);
+      auto nat = make_native(g, w, dev, dtype, c.shape);
+      CHECK(nat->graph_captured());
+      CHECK(count_patterns(nat->fusions()) == c.expected);
+      std::string notes;
+      for (const auto& n : nat->notes()) notes += n + "; ";
+      MESSAGE(c.arch << " " << c.dim << "D " << c10::toString(dtype) << ": compile " << nat->compile_seconds()
+                     << " s, " << nat->fusions().size() << " fusions, notes: " << notes);
+      at::Tensor y = nat->forward(x, 0.3);
+      CHECK(y.device() == dev);
+      const double tol = dtype == at::kDouble ? 1e-12 : 5e-3;  // float32: cuDNN TF32 (PyTorch default)
+      CHECK(rel_err(y, ref64) < tol);
+      CHECK(rel_err(y, eager->forward(x, 0.3)) < tol);
+      // A replay with a new input and a new sigma.
+      at::Tensor x2 = rnd(c.shape, 23);
+      at::Tensor y2 = nat->forward(x2.to(dev), 0.05);
+      CHECK(rel_err(y2, make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
+      CHECK(rel_err(nat->forward(x, 0.3), y) < (dtype == at::kDouble ? 1e-14 : 1e-5));
+    }
+  }
+}
