@@ -29,8 +29,11 @@ DIM_MARKERS = {2: "o", 3: "s"}
 PHASE_COLORS = {
     "forward_projection": "#4e79a7", "allreduce": "#f28e2b", "backprojection": "#76b7b2",
     "step": "#59a14f", "halo_exchange": "#edc948", "denoise": "#e15759", "clamp": "#b07aa1",
-    "other": "#bab0ac",
+    "region_gradient": "#a0cbe8", "region_denoise": "#ff9d9a", "other": "#bab0ac",
 }
+PART_LABELS = {"region_gradient": "gradient region (FP+allreduce+BP+step)",
+               "region_denoise": "denoise region (halo+denoise+clamp)",
+               "other": "not timed apart (fused)"}
 
 
 def figure_size_px(n_facets: int) -> tuple[int, int]:
@@ -136,7 +139,7 @@ def plot_phase_breakdown(rows: list[dict]):
     device-event total. One panel per GPU name."""
     facets = _gpu_facets(rows)
     fig, axes = _figure(len(facets))
-    parts = list(schema.PHASES) + ["other"]
+    parts = list(schema.PHASES) + list(schema.REGIONS) + ["other"]
     for ax, (gpu, rs) in zip(axes, facets.items()):
         xs = list(range(len(rs)))
         bottom = [0.0] * len(rs)
@@ -146,7 +149,7 @@ def plot_phase_breakdown(rows: list[dict]):
                 continue
             ax.bar(xs, vals, 0.6, bottom=bottom, color=PHASE_COLORS[p], edgecolor="white",
                    linewidth=0.4,
-                   label="not timed apart" if p == "other" else p.replace("_", " "))
+                   label=PART_LABELS.get(p, p.replace("_", " ")))
             bottom = [b + v for b, v in zip(bottom, vals)]
         totals = [r["total_s"] for r in rs]
         ax.scatter(xs, totals, marker="_", s=500, color="black", zorder=3, label="total")

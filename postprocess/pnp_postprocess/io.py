@@ -18,6 +18,8 @@ class SchemaError(ValueError):
 
 def _attr(f: h5py.File, name: str, path) -> object:
     if name not in f.attrs:
+        if name not in schema.REQUIRED_ROOT_ATTRS:
+            return None
         raise SchemaError(f"{path}: missing root attribute '{name}' (see docs/output_schema.md)")
     value = f.attrs[name]
     if isinstance(value, bytes):
@@ -141,6 +143,9 @@ def read_recon(path) -> ReconRun:
             if t.ndim != 2:
                 raise SchemaError(f"{path}: /timings/{p} has shape {t.shape}, expected [iterations, ranks]")
             timings[p] = t
+        for region in schema.REGIONS:   # optional: only files of compiled runs have them
+            if f"/timings/{region}" in f:
+                timings[region] = np.asarray(f[f"/timings/{region}"][()], dtype=np.float64)
         return ReconRun(
             path=path, attrs=attrs, timings=timings,
             first_iteration=float(_dataset(f, "/timings/first_iteration", path)),

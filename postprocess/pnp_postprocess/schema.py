@@ -7,8 +7,12 @@ from an incompatible version) fails with a message naming the file and what is m
 RECON_ROOT_ATTRS = (
     "program", "version", "git_commit", "date", "host", "ranks", "gpu_names",
     "torch_version", "cuda_version", "nccl_version", "config",
-    "compile_mode", "compile_backend", "architecture", "device",
+    "compile_mode", "compile_backend", "architecture", "device", "comm_backend", "step",
+    "graphs_captured",
 )
+REQUIRED_ROOT_ATTRS = ("program", "version", "git_commit", "date", "ranks", "gpu_names",
+                       "compile_mode", "compile_backend")
+"""What the readers insist on; the other attributes are read when present (older files)."""
 BENCH_ROOT_ATTRS = RECON_ROOT_ATTRS
 
 PHASES = ("forward_projection", "allreduce", "backprojection", "step",
@@ -20,10 +24,14 @@ RECON_DATASETS = {
     "/reconstruction": ("attenuation per pixel", True),
     "/ground_truth": ("attenuation per pixel", False),
     **{f"/timings/{p}": ("s", True) for p in PHASES + ("total", "wall")},
+    "/timings/region_gradient": ("s", False),
+    "/timings/region_denoise": ("s", False),
     "/timings/first_iteration": ("s", True),
     "/timings/stable_iteration": ("s", True),
     "/timings/compile": ("s", True),
     "/memory/peak_bytes": ("B", True),
+    **{f"/memory/phase_peak_bytes/{p}": ("B", False) for p in PHASES},
+    "/communication/bytes_per_iteration": ("B", False),
     "/metrics/psnr": ("dB", True),
     "/metrics/residual": ("1", True),
     "/decomposition/boxes": ("px", True),
@@ -37,6 +45,12 @@ BENCH_COLUMNS = {
     "compile_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
     "flops": "float", "bytes": "float", "intensity": "float",
 }
+
+REGIONS = {
+    "region_gradient": ("forward_projection", "allreduce", "backprojection", "step"),
+    "region_denoise": ("halo_exchange", "denoise", "clamp"),
+}
+"""Optional /timings/region_* datasets: phases a compiled region (post mode) times as one."""
 
 COMPILE_MODES = ("none", "pre", "post", "fused")
 """Compile placements in the order the figures show them."""

@@ -77,27 +77,37 @@ def compile_speedup(runs: list[ReconRun]) -> list[dict]:
 
 
 def stable_phase_means(run: ReconRun, n: int = STABLE_ITERATIONS) -> dict[str, float]:
-    """Per phase: mean over the last n iterations and over ranks (NaN where not timed)."""
+    """Per phase (and region): mean over the last n iterations and over ranks; NaN where
+    not timed."""
     out = {}
-    for p in schema.PHASES + ("total", "wall"):
+    for p in schema.PHASES + ("total", "wall") + tuple(schema.REGIONS):
+        if p not in run.timings:
+            out[p] = math.nan
+            continue
         t = run.timings[p][-n:]
         out[p] = float(np.nanmean(t)) if np.isfinite(t).any() else math.nan
     return out
 
 
 def phase_breakdown(runs: list[ReconRun]) -> list[dict]:
-    """Mean stable time of each phase per group. ``other_s`` is the part of the device
-    total not attributed to a phase (phases fused into one region are not timed apart)."""
+    """Mean stable time of each phase per group. Phases that a compiled region runs together
+    are not timed apart: where all phases of a region are NaN, the region's own time
+    (``region_gradient_s``, ``region_denoise_s``) stands for them, and ``other_s`` is what is
+    left of the device total (all of it inside one fused graph)."""
     rows = []
     for key, group in group_runs(runs).items():
         per_run = [stable_phase_means(r) for r in group]
         row = {"gpu": key.gpu, "ranks": key.ranks, "compile_mode": key.mode,
                "compile_backend": key.backend, "repetitions": len(group),
                "iterations_used": min(STABLE_ITERATIONS, min(r.iterations for r in group))}
-        for p in schema.PHASES + ("total", "wall"):
+        for p in schema.PHASES + ("total", "wall") + tuple(schema.REGIONS):
             vals = [m[p] for m in per_run if math.isfinite(m[p])]
             row[f"{p}_s"] = mean_std(vals)[0] if vals else math.nan
-        attributed = sum(row[f"{p}_s"] for p in schema.PHASES if math.isfinite(row[f"{p}_s"]))
+        for region, phases in schema.REGIONS.items():
+            if any(math.isfinite(row[f"{p}_s"]) for p in phases):
+                row[f"{region}_s"] = math.nan   # its phases are timed apart: shown as phases
+        attributed = sum(row[f"{p}_s"] for p in schema.PHASES + tuple(schema.REGIONS)
+                         if math.isfinite(row[f"{p}_s"]))
         row["other_s"] = max(row["total_s"] - attributed, 0.0) if math.isfinite(row["total_s"]) else math.nan
         row["files"] = _files(group)
         rows.append(row)

@@ -47,6 +47,9 @@ def _root_attrs(f, program, ranks, gpu, mode, backend, architecture, config, dev
     f.attrs["compile_backend"] = backend
     f.attrs["architecture"] = architecture
     f.attrs["device"] = device if gpu != "cpu" else "cpu"
+    f.attrs["comm_backend"] = ("nccl" if gpu != "cpu" else "mpi") if ranks > 1 else "mpi"
+    f.attrs["step"] = np.float64(2.2e-5)
+    f.attrs["graphs_captured"] = np.int64(mode in ("post", "fused") and gpu != "cpu")
 
 
 def phase_profile(mode: str, ranks: int, stable: float) -> dict:
@@ -62,13 +65,15 @@ def write_recon(path, *, ranks=1, mode="none", backend="native", gpu=H100, n=64,
                 iterations=10, first=2.0, stable=0.5, compile_s=0.0, psnr0=18.0,
                 with_ground_truth=True, phases_timed=None, seed=0) -> Path:
     """One pnp_recon output. Iteration 1 takes `first` s, the others about `stable` s, and
-    /timings/stable_iteration is exactly the mean of the last 5 wall times (max over ranks)."""
+    /timings/stable_iteration is exactly the mean of the last 5 wall times (max over ranks).
+    As pnp_recon does, iterations replayed as a CUDA graph (post and fused, from iteration 2)
+    have NaN inner phases; the two regions are timed in every mode except inside a fused graph."""
     rng = np.random.default_rng(seed)
     path = Path(path)
     config = (f'[problem]\nsize = {n}\nangles = 100\n[compile]\nmode = "{mode}"\n'
               f'backend = "{backend}"\n[distributed]\nhalo = 0\n')
     if phases_timed is None:
-        phases_timed = mode != "fused"   # a fused step is one region: only its total is timed
+        phases_timed = mode in ("none", "pre")
     wall = stable * (1 + 0.02 * rng.standard_normal((iterations, ranks)))
     wall[0, :] = first * (1 + 0.01 * rng.standard_normal(ranks))
     prof = phase_profile(mode, ranks, stable)
@@ -81,14 +86,21 @@ def write_recon(path, *, ranks=1, mode="none", backend="native", gpu=H100, n=64,
         if with_ground_truth:
             _dataset(f, "/ground_truth", gt, "attenuation per pixel", "phantom of the input")
         total = np.zeros((iterations, ranks))
+        region_t = {"region_gradient": np.zeros((iterations, ranks)),
+                    "region_denoise": np.zeros((iterations, ranks))}
         for p in PHASES:
             t = prof[p] * (wall / stable) * 0.95
             t[0, :] = prof[p] * 0.95
             total += t
+            region_t["region_gradient" if p in PHASES[:4] else "region_denoise"] += t
             if not phases_timed:
-                t = np.full_like(t, np.nan)
+                t[1:] = np.nan
             _dataset(f, f"/timings/{p}", t, "s", f"device-event time of {p} per iteration and rank")
         _dataset(f, "/timings/total", total, "s", "device-event time of the iteration")
+        for name, t in region_t.items():
+            if mode == "fused":
+                t[1:] = np.nan
+            _dataset(f, f"/timings/{name}", t, "s", f"{name}: the phases of the region timed as one")
         _dataset(f, "/timings/wall", wall, "s", "host wall time of each iteration")
         per_it = wall.max(axis=1)
         _dataset(f, "/timings/first_iteration", float(per_it[0]), "s",
@@ -98,6 +110,13 @@ def write_recon(path, *, ranks=1, mode="none", backend="native", gpu=H100, n=64,
         _dataset(f, "/timings/compile", float(compile_s), "s", "compile cost (max over ranks)")
         _dataset(f, "/memory/peak_bytes", np.full(ranks, 2 ** 30 // ranks, dtype=np.int64), "B",
                  "peak device memory of each rank")
+        for p in PHASES:
+            _dataset(f, f"/memory/phase_peak_bytes/{p}",
+                     np.full(ranks, 2 ** 29 // ranks, dtype=np.int64), "B",
+                     f"peak device memory during {p}, over all iterations")
+        _dataset(f, "/communication/bytes_per_iteration",
+                 np.full(ranks, 0.0 if ranks == 1 else 4.0 * (2 * 100 * 1.5 * n + 2 * 190 * n)),
+                 "B", "halo-exchange and allreduce payload sent by each rank per iteration")
         it = np.arange(1, iterations + 1)
         psnr = psnr0 + 12 * (1 - np.exp(-it / 3)) + 0.05 * rng.standard_normal(iterations)
         residual = 0.5 * np.exp(-it / 2.5) + 0.01
@@ -109,6 +128,7 @@ def write_recon(path, *, ranks=1, mode="none", backend="native", gpu=H100, n=64,
         boxes = np.array([[rows[r], rows[r + 1], 0, n] for r in range(ranks)], dtype=np.int64)
         _dataset(f, "/decomposition/boxes", boxes, "px", "owned tile of each rank: r0, r1, c0, c1")
         _dataset(f, "/decomposition/halo", np.int64(190 if ranks > 1 else 0), "px", "halo width")
+        f["/decomposition"].attrs["kind"] = "slabs"
     return path
 
 
