@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,11 +39,20 @@ io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
 // Loads (problem.sinogram) or simulates the data; identical on every rank.
 Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device);
 
-// The denoiser as configured: graph, weights (file, shipped name or seeded init), executor.
+// The denoiser as configured: graph, weights (file, shipped name or seeded init) and the
+// executor the compile placement asks for:
+//   none        the eager executor (one ATen call per IR node, NCHW);
+//   pre         the native backend, compiled per input shape on first use (tile or patch
+//               shape), with its own CUDA graph;
+//   post/fused  the native backend without its own graph: the solver captures the whole
+//               region around it (see run_pnp).
 struct Denoiser {
   nn::Graph graph;
   std::unique_ptr<nn::Executor> executor;
-  double setup_seconds = 0;  // weights + executor construction (+ compile, once it exists)
+  double setup_seconds = 0;  // weights and executor construction
+  // Seconds spent compiling so far (native: per shape, on first use; 0 for eager).
+  std::function<double()> compile_seconds = [] { return 0.0; };
+  std::function<std::vector<std::string>()> fusions = [] { return std::vector<std::string>{}; };
 };
 nn::Graph denoiser_graph(const DenoiserConfig& c);
 Denoiser make_denoiser(const Config& cfg, at::Device device);
@@ -56,9 +66,12 @@ struct PnpRecord {
   at::Tensor x_own;                        // final owned tile (device)
   std::vector<std::vector<double>> phase;  // [phase][iteration] seconds, this rank
   std::vector<double> total, wall;         // [iteration], this rank
+  std::vector<double> region_gradient;     // [iteration] FP..STEP as one region; NaN inside a fused graph
+  std::vector<double> region_denoise;      // [iteration] HALO..CLAMP as one region; NaN inside a fused graph
+  bool graphs_captured = false;            // post/fused on CUDA: regions replayed as CUDA graphs
   std::vector<double> psnr, residual;      // [iteration], NaN where not computed (same on all ranks)
   double first_iteration = 0;              // wall seconds incl. setup, step-size estimate and iteration 1
-  double compile_seconds = 0;
+  double compile_seconds = 0;             // native compile (all shapes) + region capture
   double step = 0;
   double clamp_lo = 0, clamp_hi = 0;
   int64_t peak_bytes = 0;

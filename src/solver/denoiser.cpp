@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "pnp/nn/native.hpp"
 #include "pnp/solver.hpp"
 
 namespace pnp {
@@ -35,19 +36,66 @@ std::string resolve_weights(const std::string& weights) {
                    "; set PNP_MODELS_DIR or give a path to an .h5 file)");
 }
 
+namespace {
+// The native backend compiled once per input shape (tile, or each distinct patch shape), on
+// first use; compile time accumulates.
+class PerShapeNative final : public nn::Executor {
+ public:
+  PerShapeNative(nn::Graph g, nn::Weights w, at::Device dev, nn::NativeOptions opt)
+      : graph_(std::move(g)), weights_(std::move(w)), device_(dev), opt_(opt) {}
+  at::Tensor forward(const at::Tensor& x, double sigma) override {
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    auto it = compiled_.find(shape);
+    if (it == compiled_.end()) {
+      auto ex = nn::make_native(graph_, weights_, device_, at::kFloat, shape, opt_);
+      compile_seconds_ += ex->compile_seconds();
+      it = compiled_.emplace(shape, std::move(ex)).first;
+    }
+    return it->second->forward(x, sigma);
+  }
+  std::string name() const override { return "native"; }
+  int64_t alignment() const override { return graph_.alignment(); }
+  int64_t receptive_radius() const override { return nn::receptive_radius(graph_); }
+  double compile_seconds() const { return compile_seconds_; }
+  std::vector<std::string> fusions() const {
+    return compiled_.empty() ? std::vector<std::string>{} : compiled_.begin()->second->fusions();
+  }
+
+ private:
+  nn::Graph graph_;
+  nn::Weights weights_;
+  at::Device device_;
+  nn::NativeOptions opt_;
+  std::map<std::vector<int64_t>, std::unique_ptr<nn::NativeExecutor>> compiled_;
+  double compile_seconds_ = 0;
+};
+}  // namespace
+
 Denoiser make_denoiser(const Config& cfg, at::Device device) {
   auto t0 = std::chrono::steady_clock::now();
   Denoiser d;
   d.graph = denoiser_graph(cfg.denoiser);
-  if (cfg.compile.mode != "none")
-    throw InputError("compile.mode = \"" + cfg.compile.mode + "\" (backend \"" + cfg.compile.backend +
-                     "\") is not available in this build yet; use compile.mode = \"none\"");
   if (cfg.denoiser.precision != "fp32")
     throw InputError("denoiser.precision = \"" + cfg.denoiser.precision + "\" is not available in this build yet");
+  if (cfg.compile.mode != "none" && cfg.compile.backend != "native")
+    throw InputError("compile.backend = \"" + cfg.compile.backend +
+                     "\" is not available in this build yet; use compile.backend = \"native\"");
   std::string path = resolve_weights(cfg.denoiser.weights);
   nn::Weights w = path.empty() ? nn::init_weights(d.graph, static_cast<uint64_t>(cfg.denoiser.seed))
                                : nn::load_weights(path, d.graph);
-  d.executor = nn::make_eager(d.graph, w, device, at::kFloat);
+  if (cfg.compile.mode == "none" || cfg.denoiser.architecture == "identity") {
+    d.executor = nn::make_eager(d.graph, w, device, at::kFloat);
+  } else {
+    nn::NativeOptions opt;
+    opt.autotune = cfg.compile.autotune;
+    // pre: the denoiser's own graph; post/fused: the solver captures the region around it.
+    opt.cuda_graph = cfg.compile.cuda_graphs && cfg.compile.mode == "pre";
+    auto ex = std::make_unique<PerShapeNative>(d.graph, std::move(w), device, opt);
+    PerShapeNative* raw = ex.get();
+    d.compile_seconds = [raw] { return raw->compile_seconds(); };
+    d.fusions = [raw] { return raw->fusions(); };
+    d.executor = std::move(ex);
+  }
   d.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return d;
 }

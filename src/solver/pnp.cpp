@@ -5,6 +5,7 @@
 
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
+#include "capture.hpp"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -17,7 +18,7 @@ const std::vector<std::string>& pnp_phases() {
 }
 
 namespace {
-enum Phase { FP, ALLREDUCE, BP, STEP, HALO, DENOISE, CLAMP };
+enum Phase { FP, ALLREDUCE, BP, STEP, HALO, DENOISE, CLAMP, GRAD_REGION, DEN_REGION };
 
 std::string format_seconds(double s) {
   char buf[32];
@@ -82,44 +83,88 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   const double alpha = cfg.solver.relaxation;
   const double range = prob.truth_max - prob.truth_min;
 
-  PhaseTimer timer(device, pnp_phases(), iters);
+  // Timer phases: the seven of pnp_phases() (all but "total"), then the two regions.
+  std::vector<std::string> timer_phases(pnp_phases().begin(), pnp_phases().end() - 1);
+  timer_phases.insert(timer_phases.end(), {"region_gradient", "region_denoise"});
+  PhaseTimer timer(device, timer_phases, iters);
   const int64_t bytes_before = comm.bytes_sent();
   const bool progress = cfg.output.progress && rank == 0;
+  const int64_t overlap = cfg.denoiser.patch_overlap > 0 ? cfg.denoiser.patch_overlap : -1;  // -1: receptive radius
+  at::Tensor z4 = z_ext.view({1, 1, me.ext.rows(), me.ext.cols()});
+
+  // The two regions of one step. `timed` brackets each phase with events (not inside a
+  // captured graph, where phases cannot be separated).
+  auto gradient_region = [&](bool timed) {
+    auto ph = [&](int phase, auto&& fn) {
+      if (timed) timer.start(phase);
+      fn();
+      if (timed) timer.stop(phase);
+    };
+    ph(FP, [&] { physics::forward_out(x, prob.geom, own, p); });
+    ph(ALLREDUCE, [&] { comm.allreduce_sum(p); });
+    ph(BP, [&] {
+      p.sub_(prob.y);
+      physics::adjoint_out(p, prob.geom, own, g);
+    });
+    ph(STEP, [&] { at::add_out(z_own, x, g, -rec.step); });
+  };
+  auto denoise_region = [&](bool timed) {
+    auto ph = [&](int phase, auto&& fn) {
+      if (timed) timer.start(phase);
+      fn();
+      if (timed) timer.stop(phase);
+    };
+    ph(HALO, [&] { comm.halo_exchange(z_ext, d); });
+    at::Tensor d_own;
+    ph(DENOISE, [&] {
+      at::Tensor dz = nn::denoise_patched(*den.executor, z4, cfg.denoiser.sigma, cfg.denoiser.patch_size, overlap);
+      d_own = dz.view({me.ext.rows(), me.ext.cols()})
+                  .narrow(0, own.r0 - me.ext.r0, own.rows())
+                  .narrow(1, own.c0 - me.ext.c0, own.cols());
+    });
+    ph(CLAMP, [&] {
+      if (alpha < 1.0) {
+        x.copy_(z_own).mul_(1.0 - alpha).add_(d_own, alpha);
+      } else {
+        x.copy_(d_own);
+      }
+      if (clamp) x.clamp_(rec.clamp_lo, rec.clamp_hi);
+    });
+  };
+
+  // Placement: post captures each region as one CUDA graph (NCCL calls included), fused the
+  // whole step. Iteration 1 runs eagerly (it is the warm-up: autotuning, handle creation),
+  // then the graphs are captured and replayed from iteration 2 on. On CPUs, or with
+  // compile.cuda_graphs = false, post and fused run the same code as pre.
+  const std::string& mode = cfg.compile.mode;
+  const bool capture = device.is_cuda() && cfg.compile.cuda_graphs && (mode == "post" || mode == "fused");
+  if (capture && comm.size() > 1 && comm.backend() != "nccl")
+    throw InputError("compile.mode = \"" + mode + "\" captures the communication in a CUDA graph, which needs "
+                     "distributed.comm = \"nccl\" (one GPU per rank); set compile.cuda_graphs = false to run it uncaptured");
+  std::unique_ptr<CapturedRegion> graph_gradient, graph_denoise, graph_step;
+  double capture_seconds = 0;
+
   for (int64_t it = 0; it < iters; ++it) {
     auto t_it = Clock::now();
     timer.begin_iteration(it);
-    timer.start(FP);
-    physics::forward_out(x, prob.geom, own, p);
-    timer.stop(FP);
-    timer.start(ALLREDUCE);
-    comm.allreduce_sum(p);
-    timer.stop(ALLREDUCE);
-    timer.start(BP);
-    p.sub_(prob.y);
-    physics::adjoint_out(p, prob.geom, own, g);
-    timer.stop(BP);
-    timer.start(STEP);
-    at::add_out(z_own, x, g, -rec.step);
-    timer.stop(STEP);
-    timer.start(HALO);
-    comm.halo_exchange(z_ext, d);
-    timer.stop(HALO);
-    timer.start(DENOISE);
-    at::Tensor dz = nn::denoise_patched(*den.executor, z_ext.view({1, 1, me.ext.rows(), me.ext.cols()}),
-                                        cfg.denoiser.sigma, cfg.denoiser.patch_size,
-                                        cfg.denoiser.patch_size > 0 ? cfg.denoiser.patch_overlap : 0);
-    at::Tensor d_own = dz.view({me.ext.rows(), me.ext.cols()})
-                           .narrow(0, own.r0 - me.ext.r0, own.rows())
-                           .narrow(1, own.c0 - me.ext.c0, own.cols());
-    timer.stop(DENOISE);
-    timer.start(CLAMP);
-    if (alpha < 1.0) {
-      x.copy_(z_own).mul_(1.0 - alpha).add_(d_own, alpha);
+    const bool replay = capture && it > 0;
+    if (!replay) {
+      timer.start(GRAD_REGION);
+      gradient_region(true);
+      timer.stop(GRAD_REGION);
+      timer.start(DEN_REGION);
+      denoise_region(true);
+      timer.stop(DEN_REGION);
+    } else if (mode == "post") {
+      timer.start(GRAD_REGION);
+      graph_gradient->replay();
+      timer.stop(GRAD_REGION);
+      timer.start(DEN_REGION);
+      graph_denoise->replay();
+      timer.stop(DEN_REGION);
     } else {
-      x.copy_(d_own);
+      graph_step->replay();
     }
-    if (clamp) x.clamp_(rec.clamp_lo, rec.clamp_hi);
-    timer.stop(CLAMP);
     timer.end_iteration();
 
     // Metrics, outside the timed phases: residual of the iterate entering this iteration
@@ -134,6 +179,20 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
         double mse = se / static_cast<double>(d.n * d.n);
         rec.psnr[static_cast<size_t>(it)] = mse > 0 ? 10.0 * std::log10(range * range / mse) : INFINITY;
       }
+    }
+    if (it == 0 && capture && iters > 1) {
+      // Compile, part 2: capture the regions now that everything has run once.
+      auto tc = Clock::now();
+      if (mode == "post") {
+        graph_gradient = capture_region([&] { gradient_region(false); }, device);
+        graph_denoise = capture_region([&] { denoise_region(false); }, device);
+      } else {
+        graph_step = capture_region([&] {
+          gradient_region(false);
+          denoise_region(false);
+        }, device);
+      }
+      capture_seconds = std::chrono::duration<double>(Clock::now() - tc).count();
     }
     if (it == 0) {
       // The first iteration includes setup, the step-size estimate and compile: measured to its end.
@@ -157,16 +216,25 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   timer.finish();
   rec.x_own = x;
   rec.phase.assign(pnp_phases().size(), std::vector<double>(static_cast<size_t>(iters), 0.0));
+  rec.region_gradient.assign(static_cast<size_t>(iters), nan);
+  rec.region_denoise.assign(static_cast<size_t>(iters), nan);
   for (int64_t it = 0; it < iters; ++it) {
+    const bool replayed = capture && it > 0;
     for (size_t ph = 0; ph + 1 < pnp_phases().size(); ++ph)
-      rec.phase[ph][static_cast<size_t>(it)] = timer.seconds(it, static_cast<int>(ph));
+      rec.phase[ph][static_cast<size_t>(it)] = replayed ? nan : timer.seconds(it, static_cast<int>(ph));
+    if (!replayed || mode == "post") {
+      rec.region_gradient[static_cast<size_t>(it)] = timer.seconds(it, GRAD_REGION);
+      rec.region_denoise[static_cast<size_t>(it)] = timer.seconds(it, DEN_REGION);
+    }
     rec.phase.back()[static_cast<size_t>(it)] = timer.total(it);
     rec.total.push_back(timer.total(it));
     rec.wall.push_back(timer.wall(it));
   }
-  rec.compile_seconds = 0;  // eager: nothing compiled
+  rec.compile_seconds = den.compile_seconds() + capture_seconds;
+  rec.graphs_captured = capture && iters > 1;
   rec.peak_bytes = timer.peak_bytes();
-  for (size_t ph = 0; ph + 1 < pnp_phases().size(); ++ph) rec.phase_peak_bytes.push_back(timer.phase_peak_bytes(static_cast<int>(ph)));
+  for (size_t ph = 0; ph + 1 < pnp_phases().size(); ++ph)
+    rec.phase_peak_bytes.push_back(timer.phase_peak_bytes(static_cast<int>(ph)));
   rec.phase_peak_bytes.push_back(rec.peak_bytes);
   rec.bytes_sent = comm.bytes_sent() - bytes_before;
   return rec;

@@ -1,0 +1,57 @@
+#include "capture.hpp"
+
+#include "pnp/core.hpp"
+
+#ifdef PNP_HAVE_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace pnp {
+
+#ifdef PNP_HAVE_CUDA
+namespace {
+class CudaRegion final : public CapturedRegion {
+ public:
+  CudaRegion(const std::function<void()>& fn, c10::Device device) : device_(device) {
+    c10::cuda::CUDAGuard guard(device_);
+    auto side = c10::cuda::getStreamFromPool(false, device_.index());
+    auto current = c10::cuda::getCurrentCUDAStream(device_.index());
+    side.wait(current);  // captured work follows what is queued
+    {
+      c10::cuda::CUDAStreamGuard sg(side);
+      graph_.capture_begin();
+      try {
+        fn();
+      } catch (...) {
+        try { graph_.capture_end(); } catch (...) {}
+        throw;
+      }
+      graph_.capture_end();
+    }
+    current.wait(side);
+  }
+  void replay() override { graph_.replay(); }
+
+ private:
+  c10::Device device_;
+  at::cuda::CUDAGraph graph_;
+};
+}  // namespace
+
+std::unique_ptr<CapturedRegion> capture_region(const std::function<void()>& fn, c10::Device device) {
+  if (!device.is_cuda()) throw Error("CUDA graph capture needs a CUDA device");
+  try {
+    return std::make_unique<CudaRegion>(fn, device);
+  } catch (...) {
+    rethrow_with_context("capturing a compiled region as a CUDA graph");
+  }
+}
+#else
+std::unique_ptr<CapturedRegion> capture_region(const std::function<void()>&, c10::Device) {
+  throw Error("CUDA graph capture needs a CUDA build of pnp");
+}
+#endif
+
+}  // namespace pnp
