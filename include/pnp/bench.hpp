@@ -1,0 +1,83 @@
+// pnp_bench: the denoiser sweep (DESIGN.md "Denoiser sweep", "Sweep output").
+// Architecture x shape x backend, one forward per call (x <- D(x, sigma)), warm-up calls then
+// timed calls each synchronised and timed with device events (host clock on CPU); stable = mean
+// of the last `stable` timed calls. One HDF5 row per configuration (docs/output_schema.md).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pnp/nn/native.hpp"
+
+namespace pnp::bench {
+
+struct ModelOverride {
+  std::vector<int64_t> features;  // empty: the architecture's default
+  int blocks = -1;                // -1: default
+};
+
+// The sweep TOML (input/sweep.toml). Sections and keys:
+//   [sweep]   architectures, channels, batch, shapes (spatial sizes, 2 or 3 entries each),
+//             backends, warmup, timed, stable, device, dtype, sigma, seed
+//   [native]  channels_last, fuse, autotune, cuda_graph, warmup_calls
+//   [models.<architecture>]  features, blocks   (e.g. smaller networks for CI)
+//   [output]  file, force
+// Unknown keys, wrong types and out-of-range values throw InputError naming the key and line.
+struct SweepConfig {
+  std::vector<std::string> architectures{"dncnn", "drunet", "unet"};
+  int64_t channels = 3;
+  int64_t batch = 1;
+  std::vector<std::vector<int64_t>> shapes{{512, 512},      {1024, 1024},  {2048, 2048},
+                                           {128, 128, 128}, {8, 512, 512}, {16, 512, 512}};
+  std::vector<std::string> backends{"eager", "native"};
+  int64_t warmup = 5;   // calls before the timed ones; the first of them includes the compile
+  int64_t timed = 10;
+  int64_t stable = 5;   // stable = mean of the last `stable` timed calls
+  std::string device = "cuda";
+  std::string dtype = "float32";
+  double sigma = 0.1;
+  int64_t seed = 0;
+  nn::NativeOptions native;
+  std::map<std::string, ModelOverride> models;
+  std::string output = "pnp_bench.h5";
+  bool force = false;
+  std::string to_toml() const;  // the effective configuration
+};
+
+SweepConfig parse_sweep(const std::string& toml_text, const std::string& source);
+SweepConfig load_sweep(const std::filesystem::path& path);
+// Replaces the grid by a tiny CPU one for CI (seconds on two cores): small networks, 32x32 and
+// 8x16x16 inputs, float32; keeps backends, timing counts, output and native options.
+void make_quick(SweepConfig& c);
+
+struct Row {
+  std::string architecture;
+  int64_t dim = 2;
+  std::string shape;    // "1x3x512x512"
+  std::string backend;  // eager, native, inductor, ...
+  std::string mode;     // none (eager) or pre (a compiled denoiser for one shape)
+  std::string gpu;      // device name ("NVIDIA H200", "cpu")
+  std::string status = "ok";  // ok or skipped
+  std::string reason;
+  double first_call_s = std::numeric_limits<double>::quiet_NaN();
+  double compile_s = std::numeric_limits<double>::quiet_NaN();
+  double stable_s = std::numeric_limits<double>::quiet_NaN();
+  int64_t peak_memory_bytes = 0;
+  double flops = 0, bytes = 0, intensity = 0;  // roofline, study conventions
+  bool failed = false;  // skipped because of an error other than out-of-memory / unavailable
+};
+
+// Runs every configuration, printing one progress line per row to `progress`.
+std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress);
+void write_results(const SweepConfig& c, const std::vector<Row>& rows);
+
+// The program: pnp_bench CONFIG.toml [--quick] [--output FILE] [--force] [--help].
+// Exit codes: 0 ok, 2 input errors, 1 other errors (also when a row failed unexpectedly).
+int bench_main(int argc, char** argv);
+
+}  // namespace pnp::bench

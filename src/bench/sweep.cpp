@@ -1,0 +1,313 @@
+// The denoiser sweep: run every configuration, time it, write one HDF5 row per configuration.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <boost/program_options.hpp>
+#include <c10/core/Event.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+#include <optional>
+#include <sstream>
+
+#ifdef PNP_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "pnp/bench.hpp"
+#include "pnp/io.hpp"
+#include "pnp/nn/nn.hpp"
+#include "pnp/roofline.hpp"
+#include "pnp/timing.hpp"
+
+namespace pnp::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+at::Device parse_device(const std::string& d) {
+  if (d == "cpu") return at::Device(at::kCPU);
+  const int idx = d == "cuda" ? 0 : std::stoi(d.substr(5));
+  if (!at::hasCUDA()) throw InputError("sweep.device = \"" + d + "\" but no CUDA device is available (use \"cpu\")");
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(idx));
+}
+
+std::string shape_key(const std::vector<int64_t>& s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+  return r;
+}
+
+void free_device_cache(at::Device d) {
+#ifdef PNP_HAVE_CUDA
+  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  (void)d;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string human_bytes(double b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  return buf;
+}
+std::string human_s(double s) {
+  char buf[32];
+  if (std::isnan(s)) return "-";
+  if (s < 1.0) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3f s", s);
+  return buf;
+}
+
+struct Timer {
+  at::Device device;
+  c10::impl::DeviceGuardImplInterface* impl = nullptr;
+  explicit Timer(at::Device d) : device(d) {
+    if (d.is_cuda()) impl = const_cast<c10::impl::DeviceGuardImplInterface*>(c10::impl::getDeviceGuardImpl(d.type()));
+  }
+  void sync() const {
+    if (impl) impl->synchronizeDevice(device.index());
+  }
+  // One synchronised call, timed with device events (host clock on CPU).
+  template <class F>
+  double time(F&& f) const {
+    sync();
+    if (impl) {
+      c10::Event a(device.type(), c10::EventFlag::BACKEND_DEFAULT), b(device.type(), c10::EventFlag::BACKEND_DEFAULT);
+      a.record(impl->getStream(device));
+      f();
+      b.record(impl->getStream(device));
+      b.synchronize();
+      return a.elapsedTime(b) * 1e-3;
+    }
+    const auto t0 = Clock::now();
+    f();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+};
+
+}  // namespace
+
+std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress) {
+  const at::Device device = parse_device(c.device);
+  const at::ScalarType dtype = c.dtype == "float64" ? at::kDouble : at::kFloat;
+  const std::string gpu = device_name(device);
+  const Timer timer(device);
+  const size_t total = c.architectures.size() * c.shapes.size() * c.backends.size();
+  std::vector<Row> rows;
+  progress << "pnp_bench: " << total << " configurations on " << gpu << " (" << c.dtype << "), " << c.warmup
+           << " warm-up + " << c.timed << " timed calls, stable = mean of the last " << c.stable << "\n";
+  for (const auto& arch : c.architectures) {
+    for (const auto& spatial : c.shapes) {
+      nn::DenoiserSpec spec;
+      spec.architecture = arch;
+      spec.dim = static_cast<int>(spatial.size());
+      spec.in_channels = spec.out_channels = static_cast<int>(c.channels);
+      if (auto it = c.models.find(arch); it != c.models.end()) {
+        spec.features = it->second.features;
+        spec.blocks = it->second.blocks;
+      }
+      const nn::Graph g = nn::build(spec);
+      std::vector<int64_t> shape{c.batch, c.channels};
+      shape.insert(shape.end(), spatial.begin(), spatial.end());
+      const auto counts = roofline::count(g, shape);  // InputError for an impossible shape
+      std::optional<nn::Weights> weights;              // drawn once per architecture and shape
+      at::Tensor x_cpu;
+      for (const auto& backend : c.backends) {
+        Row r;
+        r.architecture = arch;
+        r.dim = spec.dim;
+        r.shape = shape_key(shape);
+        r.backend = backend;
+        r.mode = backend == "eager" ? "none" : "pre";
+        r.gpu = gpu;
+        r.flops = counts.flops_study;
+        r.bytes = counts.bytes_study;
+        r.intensity = counts.intensity_study();
+        if (backend != "eager" && backend != "native") {
+          r.status = "skipped";
+          r.reason = backend == "inductor"
+                         ? "backend 'inductor' is not available in this build (AOTInductor packages are not implemented yet)"
+                         : "unknown backend '" + backend + "' (available: eager, native)";
+        } else {
+          if (!weights) {
+            weights = nn::init_weights(g, static_cast<uint64_t>(c.seed));
+            auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(c.seed) + 1);
+            x_cpu = at::empty(shape, at::kFloat).uniform_(0.0, 1.0, gen);  // random, never zeros
+          }
+          try {
+            std::unique_ptr<nn::Executor> ex;
+            at::Tensor x, y;
+            free_device_cache(device);
+            timer.sync();
+            reset_device_peak(device);
+            const auto t0 = Clock::now();
+            x = x_cpu.to(device, dtype);
+            if (backend == "eager") {
+              ex = nn::make_eager(g, *weights, device, dtype);
+              r.compile_s = 0.0;
+            } else {
+              auto n = nn::make_native(g, *weights, device, dtype, shape, c.native);
+              r.compile_s = n->compile_seconds();
+              ex = std::move(n);
+            }
+            y = ex->forward(x, c.sigma);
+            timer.sync();
+            r.first_call_s = std::chrono::duration<double>(Clock::now() - t0).count();
+            for (int64_t i = 1; i < c.warmup; ++i) y = ex->forward(x, c.sigma);
+            std::vector<double> t;
+            for (int64_t i = 0; i < c.timed; ++i) t.push_back(timer.time([&] { y = ex->forward(x, c.sigma); }));
+            r.stable_s = std::accumulate(t.end() - c.stable, t.end(), 0.0) / static_cast<double>(c.stable);
+            r.peak_memory_bytes = device_peak_bytes(device);
+            if (!std::isfinite(y.abs().max().item<double>())) throw Error("non-finite output");
+          } catch (const c10::OutOfMemoryError& e) {
+            r.status = "skipped";
+            r.reason = "out of memory: " + first_line(e.what_without_backtrace());
+          } catch (const std::exception& e) {
+            r.status = "skipped";
+            r.reason = "failed: " + first_line(e.what());
+            r.failed = true;
+          }
+          if (r.status != "ok") {
+            r.first_call_s = r.compile_s = r.stable_s = std::numeric_limits<double>::quiet_NaN();
+            r.peak_memory_bytes = 0;
+            free_device_cache(device);
+          }
+        }
+        rows.push_back(r);
+        progress << "[" << rows.size() << "/" << total << "] " << r.architecture << " " << r.shape << " " << r.backend
+                 << ": ";
+        if (r.status == "ok")
+          progress << "first " << human_s(r.first_call_s) << " (compile " << human_s(r.compile_s) << "), stable "
+                   << human_s(r.stable_s) << ", peak " << human_bytes(static_cast<double>(r.peak_memory_bytes))
+                   << ", " << r.flops / r.stable_s / 1e12 << " TFLOP/s (study FLOPs)\n";
+        else
+          progress << "skipped: " << r.reason << "\n";
+        progress.flush();
+      }
+    }
+  }
+  return rows;
+}
+
+void write_results(const SweepConfig& c, const std::vector<Row>& rows) {
+  io::AtomicOutput out(c.output, c.force);
+  io::H5File& f = out.file();
+  Provenance p = basic_provenance("pnp_bench");
+  p.torch_version = TORCH_VERSION;
+  if (at::detail::getCUDAHooks().hasCUDA()) {
+    const long v = at::detail::getCUDAHooks().versionCUDART();
+    p.cuda_version = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
+  io::write_provenance(f, p);
+  io::write_attr(f, "/", "ranks", int64_t{1});
+  io::write_attr(f, "/", "gpu_names", rows.empty() ? device_name(parse_device(c.device)) : rows.front().gpu);
+  io::write_attr(f, "/", "config", c.to_toml());
+  io::write_attr(f, "/", "device", c.device);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  auto strings = [&](const char* name, auto get, const char* desc) {
+    std::vector<std::string> v;
+    for (const auto& r : rows) v.push_back(get(r));
+    io::write_strings(f, std::string("/results/") + name, v, desc);
+  };
+  auto doubles = [&](const char* name, auto get, const char* units, const char* desc) {
+    std::vector<double> v;
+    for (const auto& r : rows) v.push_back(get(r));
+    io::write(f, std::string("/results/") + name, v.data(), {n}, units, desc);
+  };
+  auto ints = [&](const char* name, auto get, const char* units, const char* desc) {
+    std::vector<int64_t> v;
+    for (const auto& r : rows) v.push_back(get(r));
+    io::write(f, std::string("/results/") + name, v.data(), {n}, units, desc);
+  };
+  strings("architecture", [](const Row& r) { return r.architecture; }, "denoiser architecture");
+  ints("dim", [](const Row& r) { return r.dim; }, "1", "spatial dimensions (2 or 3)");
+  strings("shape", [](const Row& r) { return r.shape; }, "input shape B x C x spatial");
+  strings("backend", [](const Row& r) { return r.backend; }, "eager, native or inductor");
+  strings("mode", [](const Row& r) { return r.mode; }, "none for eager, else the compile mode (pre)");
+  strings("gpu", [](const Row& r) { return r.gpu; }, "device name");
+  strings("status", [](const Row& r) { return r.status; }, "ok or skipped");
+  strings("reason", [](const Row& r) { return r.reason; }, "why the row was skipped (empty when ok)");
+  doubles("first_call_s", [](const Row& r) { return r.first_call_s; }, "s",
+          "first call including weight upload and compile (host clock, synchronised); NaN when skipped");
+  doubles("compile_s", [](const Row& r) { return r.compile_s; }, "s", "compile alone (0 for eager; NaN when skipped)");
+  doubles("stable_s", [](const Row& r) { return r.stable_s; }, "s",
+          "mean of the last timed calls, each timed with device events (host clock on CPU); NaN when skipped");
+  ints("peak_memory_bytes", [](const Row& r) { return r.peak_memory_bytes; }, "B",
+       "peak device memory allocated during the configuration (0 on CPU or when skipped)");
+  doubles("flops", [](const Row& r) { return r.flops; }, "FLOP", "roofline FLOPs per call, study conventions");
+  doubles("bytes", [](const Row& r) { return r.bytes; }, "B", "roofline bytes per call, study conventions");
+  doubles("intensity", [](const Row& r) { return r.intensity; }, "FLOP/B", "flops / bytes");
+  out.commit();
+}
+
+int bench_main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  try {
+    std::string config, output;
+    bool quick = false, force = false;
+    po::options_description opts("Options");
+    opts.add_options()("help,h", "print this help and exit")(
+        "quick", po::bool_switch(&quick), "run a tiny grid on the CPU (CI; seconds) instead of the configured one")(
+        "output,o", po::value<std::string>(&output), "output HDF5 file (overrides output.file)")(
+        "force,f", po::bool_switch(&force), "overwrite an existing output file");
+    po::options_description hidden;
+    hidden.add_options()("config", po::value<std::string>(&config));
+    po::positional_options_description pos;
+    pos.add("config", 1);
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::variables_map vm;
+    try {
+      po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      throw InputError(std::string(e.what()) + " (see pnp_bench --help)");
+    }
+    if (vm.count("help")) {
+      std::cout << "pnp_bench CONFIG.toml [--quick] [--output FILE] [--force]\n\n"
+                   "The denoiser sweep: architecture x shape x backend, timed (warm-up calls, then timed calls\n"
+                   "each synchronised and timed with device events; stable = mean of the last ones), with\n"
+                   "roofline counts, one HDF5 row per configuration (docs/output_schema.md, /results).\n"
+                   "CONFIG sections: [sweep] architectures channels batch shapes backends warmup timed stable\n"
+                   "device dtype sigma seed; [native] channels_last fuse autotune cuda_graph warmup_calls;\n"
+                   "[models.<arch>] features blocks; [output] file force. Example: input/sweep.toml.\n\n"
+                << opts;
+      return 0;
+    }
+    if (config.empty() && !quick)
+      throw InputError("no configuration file given (usage: pnp_bench CONFIG.toml [--quick]; see --help)");
+    SweepConfig c = config.empty() ? SweepConfig{} : load_sweep(config);
+    if (quick) make_quick(c);
+    if (!output.empty()) c.output = output;
+    if (force) c.force = true;
+    io::check_output_path(c.output, c.force);  // before a long run
+    const auto rows = run_sweep(c, std::cout);
+    write_results(c, rows);
+    int failed = 0;
+    for (const auto& r : rows) failed += r.failed;
+    std::cout << "pnp_bench: wrote " << rows.size() << " rows to " << c.output << "\n";
+    if (failed) {
+      std::cerr << "error: " << failed << " configuration(s) failed (see their reason column)\n";
+      return 1;
+    }
+    return 0;
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace pnp::bench
