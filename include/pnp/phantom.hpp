@@ -3,6 +3,7 @@
 // column 0 the left (x = -1); pixel (i, j) is sampled at its centre.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,53 @@ std::vector<float> rasterize(const std::vector<Ellipse>& ellipses, int64_t n, in
 
 std::vector<float> shepp_logan(int64_t n);
 std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed);
+
+// ---- Training images (pnp_train): polygons, smooth textures and random CT-like scenes. ----
+
+// A filled polygon in [-1, 1] units (even-odd rule), adding `value` inside.
+struct Polygon {
+  double value;
+  std::vector<std::array<double, 2>> vertices;  // (x, y)
+};
+// `count` random star-shaped polygons (3 to 8 vertices) inside the unit disc, seeded.
+std::vector<Polygon> random_polygons(int count, uint64_t seed);
+
+// A smooth texture: the mean of `waves` plane cosines cos(2 pi (fx x + fy y) + phase) with
+// random directions, |f| <= max_frequency cycles per unit length, mapped to [0, 1].
+struct Texture {
+  std::vector<std::array<double, 4>> waves;  // fx, fy, phase, amplitude (amplitudes sum to 1)
+};
+Texture random_texture(int waves, double max_frequency, uint64_t seed);
+
+// A rectangular window [r0, r0 + rows) x [c0, c0 + cols) of the n x n raster.
+struct Window {
+  int64_t r0 = 0, c0 = 0, rows = 0, cols = 0;
+};
+
+// Rasterise the window of the n x n image (pixel centres, as rasterize): ellipses and
+// polygons add, the texture (if any) is returned separately by raster_texture.
+std::vector<float> rasterize_window(const std::vector<Ellipse>& ellipses, int64_t n, const Window& w);
+void add_polygons(std::vector<float>& img, const std::vector<Polygon>& polygons, int64_t n, const Window& w);
+std::vector<float> raster_texture(const Texture& t, int64_t n, const Window& w);
+
+// Which parts a random scene draws on; counts are drawn uniformly from [min, max].
+struct SceneOptions {
+  int ellipses_min = 2, ellipses_max = 14;
+  int polygons_min = 0, polygons_max = 6;
+  double texture_probability = 0.7;  // chance that a smooth texture modulates the scene
+  double texture_max_amplitude = 0.35;
+  double texture_max_frequency = 4.0;
+  // Random contrast: the scene is rescaled to [lo, hi] with 0 <= lo < hi <= 1 and
+  // hi - lo >= contrast_min, then raised to a power gamma in [1/gamma_max, gamma_max].
+  double contrast_min = 0.15;
+  double gamma_max = 1.5;
+};
+
+// A random CT-like image: a body ellipse, interior ellipses and polygons of either sign, an
+// optional smooth texture inside the body, random contrast; values in [0, 1]. The scene is
+// defined on the whole n x n image; only the window is rendered (so a crop costs its area).
+// Deterministic for (n, seed, options, window).
+std::vector<float> random_scene(int64_t n, uint64_t seed, const SceneOptions& options, const Window& w);
 
 // Centre of pixel index k on an n-pixel axis, in [-1, 1] units (x grows with k).
 inline double pixel_centre(int64_t k, int64_t n) { return (2.0 * static_cast<double>(k) + 1.0) / static_cast<double>(n) - 1.0; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pnp/core.hpp"
 #include "pnp/phantom.hpp"
 
 namespace {
@@ -55,4 +56,84 @@ TEST_CASE("random ellipses are seeded and span [0, 1]") {
   auto [lo, hi] = std::minmax_element(a.begin(), a.end());
   CHECK(*lo == 0.0f);
   CHECK(*hi == 1.0f);
+}
+
+// ---- Training images: windows, polygons, textures, scenes ----
+
+namespace {
+std::vector<float> crop(const std::vector<float>& img, int64_t n, const pnp::Window& w) {
+  std::vector<float> out;
+  for (int64_t i = w.r0; i < w.r0 + w.rows; ++i)
+    for (int64_t j = w.c0; j < w.c0 + w.cols; ++j) out.push_back(img[static_cast<size_t>(i * n + j)]);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("rasterize_window equals rasterize on the whole image and crops it exactly") {
+  const int64_t n = 96;
+  auto e = pnp::random_ellipses(9, 7);
+  auto full = pnp::rasterize(e, n);
+  CHECK(pnp::rasterize_window(e, n, {0, 0, n, n}) == full);
+  pnp::Window w{13, 40, 37, 50};
+  CHECK(pnp::rasterize_window(e, n, w) == crop(full, n, w));
+  CHECK(pnp::rasterize_window(pnp::shepp_logan_ellipses(), 64, {0, 0, 64, 64}) == pnp::rasterize(pnp::shepp_logan_ellipses(), 64));
+  CHECK_THROWS_AS(pnp::rasterize_window(e, n, {90, 0, 10, 10}), pnp::InputError);
+}
+
+TEST_CASE("a square polygon covers its area; random polygons are seeded and inside the disc") {
+  const int64_t n = 200;
+  std::vector<float> img(static_cast<size_t>(n * n), 0.0f);
+  pnp::Polygon sq{2.0, {{-0.5, -0.5}, {0.5, -0.5}, {0.5, 0.5}, {-0.5, 0.5}}};
+  pnp::add_polygons(img, {sq}, n, {0, 0, n, n});
+  double area = 0;
+  for (float v : img) area += v / 2.0;
+  area *= (2.0 / n) * (2.0 / n);
+  CHECK(area == doctest::Approx(1.0).epsilon(1e-9));
+  auto a = pnp::random_polygons(5, 3), b = pnp::random_polygons(5, 3);
+  REQUIRE(a.size() == 5);
+  for (size_t k = 0; k < a.size(); ++k) {
+    CHECK(a[k].vertices == b[k].vertices);
+    CHECK(a[k].vertices.size() >= 3);
+    CHECK(a[k].vertices.size() <= 8);
+    for (const auto& v : a[k].vertices) CHECK(std::hypot(v[0], v[1]) <= 1.0);
+  }
+  // Window = crop of the full raster.
+  std::vector<float> full(static_cast<size_t>(64 * 64), 0.0f), part(static_cast<size_t>(20 * 30), 0.0f);
+  pnp::add_polygons(full, a, 64, {0, 0, 64, 64});
+  pnp::add_polygons(part, a, 64, {10, 20, 20, 30});
+  CHECK(part == crop(full, 64, {10, 20, 20, 30}));
+}
+
+TEST_CASE("smooth textures lie in [0, 1] and vary slowly") {
+  auto t = pnp::random_texture(5, 4.0, 11);
+  auto img = pnp::raster_texture(t, 128, {0, 0, 128, 128});
+  auto [lo, hi] = std::minmax_element(img.begin(), img.end());
+  CHECK(*lo >= 0.0f);
+  CHECK(*hi <= 1.0f);
+  CHECK(*hi - *lo > 0.1f);
+  double maxstep = 0;  // |f| <= 4 cycles per unit: a pixel step (2/128) changes it by <= 2 pi 4 (2/128) / 2
+  for (int64_t i = 0; i < 128; ++i)
+    for (int64_t j = 0; j + 1 < 128; ++j)
+      maxstep = std::max(maxstep, double(std::abs(img[size_t(i * 128 + j + 1)] - img[size_t(i * 128 + j)])));
+  CHECK(maxstep <= M_PI * 4 * (2.0 / 128) / 2 + 1e-6);
+}
+
+TEST_CASE("random scenes: seeded, in [0, 1], windows are crops, contrast varies") {
+  pnp::SceneOptions o;
+  const int64_t n = 128;
+  auto a = pnp::random_scene(n, 5, o, {0, 0, n, n});
+  CHECK(a == pnp::random_scene(n, 5, o, {0, 0, n, n}));
+  CHECK(a != pnp::random_scene(n, 6, o, {0, 0, n, n}));
+  pnp::Window w{30, 50, 64, 64};
+  CHECK(pnp::random_scene(n, 5, o, w) == crop(a, n, w));
+  double min_hi = 1, max_hi = 0, min_lo = 1;
+  for (uint64_t s = 0; s < 40; ++s) {
+    auto img = pnp::random_scene(64, s, o, {0, 0, 64, 64});
+    auto [lo, hi] = std::minmax_element(img.begin(), img.end());
+    CHECK(*lo >= 0.0f);
+    CHECK(*hi <= 1.0f);
+    CHECK(*hi - *lo > 0.0f);
+    min_hi = std::min(min_hi, double(*hi)), max_hi = std::max(max_hi, double(*hi)), min_lo = std::min(min_lo, double(*lo));
+  }
+  CHECK(max_hi - min_hi > 0.3);  // random contrast: peaks differ between scenes
 }
