@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <limits>
 #include <map>
@@ -72,9 +73,12 @@ struct Row {
   bool failed = false;  // skipped because of an error other than out-of-memory / unavailable
 };
 
-// Runs every configuration, printing one progress line per row to `progress`.
-std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress);
-void write_results(const SweepConfig& c, const std::vector<Row>& rows);
+// Runs every configuration, printing one progress line per row to `progress`; on_row (if set)
+// is called with the rows so far after each one.
+std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
+                           const std::function<void(const std::vector<Row>&)>& on_row = {});
+// Writes c.output atomically; replaces an existing file when `overwrite` or c.force.
+void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool overwrite = false);
 
 // The program: pnp_bench CONFIG.toml [--quick] [--output FILE] [--force] [--help].
 // Exit codes: 0 ok, 2 input errors, 1 other errors (also when a row failed unexpectedly).

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <numeric>
 #include <optional>
@@ -97,8 +98,10 @@ struct Timer {
 
 }  // namespace
 
-std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress) {
+std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
+                           const std::function<void(const std::vector<Row>&)>& on_row) {
   const at::Device device = parse_device(c.device);
+  if (device.is_cuda()) at::empty({1}, at::TensorOptions().device(device));  // initialises the allocator
   const at::ScalarType dtype = c.dtype == "float64" ? at::kDouble : at::kFloat;
   const std::string gpu = device_name(device);
   const Timer timer(device);
@@ -193,14 +196,15 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress) {
         else
           progress << "skipped: " << r.reason << "\n";
         progress.flush();
+        if (on_row) on_row(rows);
       }
     }
   }
   return rows;
 }
 
-void write_results(const SweepConfig& c, const std::vector<Row>& rows) {
-  io::AtomicOutput out(c.output, c.force);
+void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool overwrite) {
+  io::AtomicOutput out(c.output, overwrite || c.force);
   io::H5File& f = out.file();
   Provenance p = basic_provenance("pnp_bench");
   p.torch_version = TORCH_VERSION;
@@ -291,8 +295,13 @@ int bench_main(int argc, char** argv) {
     if (!output.empty()) c.output = output;
     if (force) c.force = true;
     io::check_output_path(c.output, c.force);  // before a long run
-    const auto rows = run_sweep(c, std::cout);
-    write_results(c, rows);
+    // The file is rewritten (atomically) after every row, so an interrupted sweep keeps its rows.
+    bool written = false;
+    const auto rows = run_sweep(c, std::cout, [&](const std::vector<Row>& done) {
+      write_results(c, done, written);
+      written = true;
+    });
+    if (!written) write_results(c, rows, false);
     int failed = 0;
     for (const auto& r : rows) failed += r.failed;
     std::cout << "pnp_bench: wrote " << rows.size() << " rows to " << c.output << "\n";

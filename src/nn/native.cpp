@@ -558,9 +558,6 @@ class NativeImpl final : public NativeExecutor {
       graph_->capture_end();
       sync();
       captured_ = true;
-      // One replay to check it runs (and to fault early, at compile time).
-      graph_->replay();
-      sync();
     } catch (const std::exception& e) {
       captured_ = false;
       static_out_ = at::Tensor();

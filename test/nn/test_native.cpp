@@ -229,7 +229,7 @@ TEST_CASE("native equals eager on CUDA (float32 and float64), graph captured, si
       CHECK(count_patterns(nat->fusions()) == c.expected);
       std::string notes;
       for (const auto& n : nat->notes()) notes += n + "; ";
-      MESSAGE(c.arch << " " << c.dim << "D " << c10::toString(dtype) << ": compile " << nat->compile_seconds()
+      MESSAGE(c.arch << " " << c.dim << "D " << std::string(c10::toString(dtype)) << ": compile " << nat->compile_seconds()
                      << " s, " << nat->fusions().size() << " fusions, notes: " << notes);
       at::Tensor y = nat->forward(x, 0.3);
       CHECK(y.device() == dev);

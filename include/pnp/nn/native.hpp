@@ -51,7 +51,7 @@ struct NativeOptions {
   bool fuse = true;        // pattern fusions (BN folding is always done)
   bool autotune = true;    // cuDNN benchmark mode during the compile warm-up (CUDA)
   bool cuda_graph = true;  // capture the whole forward as one CUDA graph (CUDA)
-  int warmup_calls = 2;    // compile-time warm-up runs (autotuning) before capture
+  int warmup_calls = 1;    // compile-time warm-up runs (autotuning, validation) before capture
 };
 
 class NativeExecutor : public Executor {
