@@ -7,6 +7,75 @@
 
 namespace pnp::nn {
 
+at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& ins, const std::vector<at::Tensor>& P,
+                      double sigma, const at::Tensor& sigma_per_sample, bool training) {
+  const auto& a = n.attrs;
+  const at::Tensor& in = ins.at(0);
+  switch (n.op) {
+    case OpKind::input:
+      return in;
+    case OpKind::sigma_channel: {
+      auto s = in.sizes().vec();
+      s[1] = 1;
+      if (!sigma_per_sample.defined()) return at::full(s, sigma, in.options());
+      std::vector<int64_t> b(s.size(), 1);
+      b[0] = s[0];
+      return sigma_per_sample.to(in.options()).reshape(b).expand(s).contiguous();
+    }
+    case OpKind::conv: {
+      std::optional<at::Tensor> b;
+      if (a.bias) b = P[1];
+      const std::vector<int64_t> dil(dim, 1);
+      return dim == 2 ? at::conv2d(in, P[0], b, a.stride, a.padding, dil, a.groups)
+                      : at::conv3d(in, P[0], b, a.stride, a.padding, dil, a.groups);
+    }
+    case OpKind::conv_transpose: {
+      std::optional<at::Tensor> b;
+      if (a.bias) b = P[1];
+      const std::vector<int64_t> dil(dim, 1);
+      return dim == 2 ? at::conv_transpose2d(in, P[0], b, a.stride, a.padding, a.output_padding, a.groups, dil)
+                      : at::conv_transpose3d(in, P[0], b, a.stride, a.padding, a.output_padding, a.groups, dil);
+    }
+    case OpKind::batch_norm:
+      return at::batch_norm(in, P[0], P[1], P[2], P[3], training, a.momentum, a.eps, /*cudnn_enabled=*/true);
+    case OpKind::relu:
+      return at::relu(in);
+    case OpKind::add:
+      return at::add(in, ins.at(1));
+    case OpKind::concat:
+      return at::cat(ins, 1);
+    case OpKind::max_pool: {
+      const std::vector<int64_t> dil(dim, 1);
+      return dim == 2 ? at::max_pool2d(in, a.kernel, a.stride, a.padding, dil, false)
+                      : at::max_pool3d(in, a.kernel, a.stride, a.padding, dil, false);
+    }
+    case OpKind::upsample_nearest: {
+      std::vector<double> sc(a.scale.begin(), a.scale.end());
+      return dim == 2 ? at::upsample_nearest2d(in, std::nullopt, sc) : at::upsample_nearest3d(in, std::nullopt, sc);
+    }
+    case OpKind::pad: {
+      std::vector<int64_t> pads;  // last axis first: (left, right) pairs
+      bool any = false;
+      for (int d = dim - 1; d >= 0; --d) {
+        const int64_t s = in.size(2 + d), p = (s + a.multiple - 1) / a.multiple * a.multiple - s;
+        pads.push_back(0);
+        pads.push_back(p);
+        any = any || p > 0;
+      }
+      if (!any) return in;
+      return dim == 2 ? at::replication_pad2d(in, pads) : at::replication_pad3d(in, pads);
+    }
+    case OpKind::crop: {
+      at::Tensor y = in;
+      const at::Tensor& like = ins.at(1);
+      for (int d = 0; d < dim; ++d)
+        if (y.size(2 + d) != like.size(2 + d)) y = y.narrow(2 + d, 0, like.size(2 + d));
+      return y;
+    }
+  }
+  throw Error("apply_node: unknown op of node " + n.name);
+}
+
 namespace {
 
 class EagerExecutor final : public Executor {
@@ -44,91 +113,19 @@ class EagerExecutor final : public Executor {
       const Node& n = g_.nodes[id];
       const auto& a = n.attrs;
       const auto& P = params_[id];
-      const at::Tensor& in = v[n.inputs[0]];
       // A tensor this node may overwrite: its last reader, and not the caller's x.
       const OpKind producer = g_.nodes[n.inputs[0]].op;
       const bool can_reuse = producer != OpKind::input && producer != OpKind::pad && producer != OpKind::crop &&
                              last_use_[n.inputs[0]] == static_cast<int>(id);
       at::Tensor y;
-      switch (n.op) {
-        case OpKind::input:
-          break;
-        case OpKind::sigma_channel: {
-          auto s = in.sizes().vec();
-          s[1] = 1;
-          y = at::full(s, sigma, in.options());
-          break;
-        }
-        case OpKind::conv: {
-          std::optional<at::Tensor> b;
-          if (a.bias) b = P[1];
-          const std::vector<int64_t> dil(dim, 1);
-          y = dim == 2 ? at::conv2d(in, P[0], b, a.stride, a.padding, dil, a.groups)
-                       : at::conv3d(in, P[0], b, a.stride, a.padding, dil, a.groups);
-          break;
-        }
-        case OpKind::conv_transpose: {
-          std::optional<at::Tensor> b;
-          if (a.bias) b = P[1];
-          const std::vector<int64_t> dil(dim, 1);
-          y = dim == 2 ? at::conv_transpose2d(in, P[0], b, a.stride, a.padding, a.output_padding, a.groups, dil)
-                       : at::conv_transpose3d(in, P[0], b, a.stride, a.padding, a.output_padding, a.groups, dil);
-          break;
-        }
-        case OpKind::batch_norm:
-          y = at::batch_norm(in, P[0], P[1], P[2], P[3], /*training=*/false, a.momentum, a.eps,
-                             /*cudnn_enabled=*/true);
-          break;
-        case OpKind::relu:
-          if (a.inplace && can_reuse) {
-            y = v[n.inputs[0]];
-            y.relu_();
-          } else {
-            y = at::relu(in);
-          }
-          break;
-        case OpKind::add:
-          y = at::add(in, v[n.inputs[1]]);
-          break;
-        case OpKind::concat: {
-          std::vector<at::Tensor> parts;
-          for (int i : n.inputs) parts.push_back(v[i]);
-          y = at::cat(parts, 1);
-          break;
-        }
-        case OpKind::max_pool: {
-          const std::vector<int64_t> dil(dim, 1);
-          y = dim == 2 ? at::max_pool2d(in, a.kernel, a.stride, a.padding, dil, false)
-                       : at::max_pool3d(in, a.kernel, a.stride, a.padding, dil, false);
-          break;
-        }
-        case OpKind::upsample_nearest: {
-          std::vector<double> sc(a.scale.begin(), a.scale.end());
-          y = dim == 2 ? at::upsample_nearest2d(in, std::nullopt, sc) : at::upsample_nearest3d(in, std::nullopt, sc);
-          break;
-        }
-        case OpKind::pad: {
-          std::vector<int64_t> pads;  // last axis first: (left, right) pairs
-          bool any = false;
-          for (int d = dim - 1; d >= 0; --d) {
-            const int64_t s = in.size(2 + d), p = (s + a.multiple - 1) / a.multiple * a.multiple - s;
-            pads.push_back(0);
-            pads.push_back(p);
-            any = any || p > 0;
-          }
-          if (!any)
-            y = in;
-          else
-            y = dim == 2 ? at::replication_pad2d(in, pads) : at::replication_pad3d(in, pads);
-          break;
-        }
-        case OpKind::crop: {
-          y = in;
-          const at::Tensor& like = v[n.inputs[1]];
-          for (int d = 0; d < dim; ++d)
-            if (y.size(2 + d) != like.size(2 + d)) y = y.narrow(2 + d, 0, like.size(2 + d));
-          break;
-        }
+      if (n.op == OpKind::relu && a.inplace && can_reuse) {
+        y = v[n.inputs[0]];
+        y.relu_();
+      } else {
+        std::vector<at::Tensor> ins;
+        ins.reserve(n.inputs.size());
+        for (int i : n.inputs) ins.push_back(v[i]);
+        y = apply_node(n, dim, ins, P, sigma);
       }
       v[id] = std::move(y);
       for (int i : n.inputs)

@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pnp/nn/ir.hpp"
 #include "pnp/nn/weights.hpp"
@@ -27,6 +28,15 @@ class Executor {
   virtual int64_t alignment() const { return 1; }
   virtual int64_t receptive_radius() const { return 0; }
 };
+
+// One IR node as one out-of-place ATen call: the op dispatch of the eager executor, shared with
+// the differentiable training forward (src/train). `in` holds the values of n.inputs in order,
+// `params` the node's tensors in n.params order. A sigma_channel is filled with `sigma`, or,
+// when `sigma_per_sample` ([B]) is defined, with its entry b for batch entry b. batch_norm uses
+// the running statistics unless `training` (batch statistics; the running ones are updated in
+// place, as nn.BatchNorm does in train mode).
+at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& params,
+                      double sigma, const at::Tensor& sigma_per_sample = {}, bool training = false);
 
 // Weights are checked against the graph (InputError listing bad keys) and copied to
 // device/dtype once. dtype kFloat or kDouble.
