@@ -1,0 +1,52 @@
+// The shipped models (models/*.h5): each loads into the graph its training config describes,
+// and its held-out quality is recomputed here with the eager executor (the solver's path) on the
+// validation phantoms its config names (random_ellipse_image, never in training): it must match
+// the recorded validation PSNR, and the gain over the noisy input must be >= 6 dB at sigma 0.05.
+#include <ATen/ATen.h>
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "pnp/io.hpp"
+#include "pnp/nn/executor.hpp"
+#include "pnp/train.hpp"
+#include "test_util.hpp"
+
+using namespace pnp;
+
+TEST_CASE("shipped models: loadable, held-out PSNR as recorded and >= 6 dB over the noisy input at sigma 0.05") {
+  for (std::string name : {"dncnn_ct", "drunet_small"}) {
+    CAPTURE(name);
+    const auto path = test::source_dir() / "models" / (name + ".h5");
+    REQUIRE(std::filesystem::exists(path));
+    REQUIRE(std::filesystem::exists(test::source_dir() / "models" / (name + ".json")));
+    std::string toml;
+    double recorded = 0, recorded_noisy = 0;
+    int64_t steps = 0;
+    {
+      auto f = io::H5File::open(path);
+      toml = io::read_attr_string(f, "/", "training_config");
+      recorded = io::read_attr_double(f, "/", "validation_psnr");
+      recorded_noisy = io::read_attr_double(f, "/", "validation_noisy_psnr");
+      steps = io::read_attr_int(f, "/", "training_steps");
+      CHECK(io::read_attr_string(f, "/", "git_commit").size() >= 7);
+    }
+    CHECK(steps > 0);
+    train::TrainConfig cfg = train::parse_train_config(toml, name + " training_config", ".");
+    REQUIRE(cfg.validation.sigma == doctest::Approx(0.05));
+    nn::Graph g = nn::build(train::model_spec(cfg.model));
+    nn::Weights w = nn::load_weights(path.string(), g);
+    auto ex = nn::make_eager(g, w, at::kCPU);
+    train::ValidationSet vs = train::make_validation_set(cfg.validation, cfg.model.channels);
+    std::vector<at::Tensor> outs;
+    for (int64_t i = 0; i < vs.noisy.size(0); ++i) outs.push_back(ex->forward(vs.noisy.narrow(0, i, 1), vs.sigma));
+    const double psnr = train::mean_psnr(at::cat(outs, 0), vs.clean);
+    std::printf("%s (%s, %lld parameters, %lld steps): held-out PSNR %.2f dB, noisy %.2f dB, gain %+.2f dB at sigma %.2f\n",
+                name.c_str(), g.architecture.c_str(), (long long)g.parameter_count(), (long long)steps, psnr,
+                vs.noisy_psnr, psnr - vs.noisy_psnr, vs.sigma);
+    CHECK(vs.noisy_psnr == doctest::Approx(recorded_noisy).epsilon(1e-6));
+    CHECK(psnr == doctest::Approx(recorded).epsilon(2e-3));  // GPU (TF32) training vs CPU fp32 here
+    CHECK(psnr - vs.noisy_psnr >= 6.0);
+  }
+}
