@@ -48,14 +48,25 @@ def _figure(n_facets: int):
     return fig, list(axes[0])
 
 
-def _plain_log_formatter():
+def _plain_log_formatter(minor: bool = False):
+    """Plain numbers on a log axis; minor ticks labelled only at 2x and 5x a power of ten."""
     def fmt(v, _pos):
         if v <= 0:
             return ""
+        if minor:
+            mant = v / 10 ** math.floor(math.log10(v) + 1e-9)
+            if not any(abs(mant - m) < 1e-6 for m in (2, 5)):
+                return ""
         if v >= 1:
             return f"{v:g}"
         return f"{v:.3g}"
     return FuncFormatter(fmt)
+
+
+def _units(gpu: str, n: int) -> str:
+    """'1 GPU', '2 GPUs'; 'ranks' for CPU runs."""
+    word = "rank" if gpu_type(gpu) == "cpu" else "GPU"
+    return f"{n} {word}{'s' if n > 1 else ''}"
 
 
 def _fmt_speedup(s: float) -> str:
@@ -80,9 +91,8 @@ def _gpu_facets(rows):
 
 
 def _group_label(r) -> str:
-    n = r["ranks"]
     mode = r["compile_mode"]
-    text = f"{n} GPU{'s' if n > 1 else ''}\n{mode}"
+    text = f"{_units(r['gpu'], r['ranks'])}\n{mode}"
     if mode != "none":
         text += f"\n{r['compile_backend']}"
     return text
@@ -180,7 +190,7 @@ def plot_psnr(rows: list[dict]):
     any_psnr = any_res = False
     for i, (key, rs) in enumerate(groups.items()):
         gpu, ranks, mode, backend = key
-        label = f"{gpu_type(gpu)}, {ranks} GPU{'s' if ranks > 1 else ''}, {mode}"
+        label = f"{gpu_type(gpu)}, {_units(gpu, ranks)}, {mode}"
         if mode != "none":
             label += f" ({backend})"
         style = {"marker": markers[i % len(markers)], "markersize": 4, "linewidth": 1.2,
@@ -206,7 +216,7 @@ def plot_psnr(rows: list[dict]):
     if any_res:
         ax_r.set_yscale("log")
         ax_r.yaxis.set_major_formatter(_plain_log_formatter())
-        ax_r.yaxis.set_minor_formatter(_plain_log_formatter())
+        ax_r.yaxis.set_minor_formatter(_plain_log_formatter(minor=True))
         ax_r.tick_params(axis="y", which="minor", labelsize=7)
     for ax, has in ((ax_p, any_psnr), (ax_r, any_res)):
         ax.set_xlabel("iteration")
@@ -277,7 +287,7 @@ def plot_denoiser_speedup(rows: list[dict]):
         if ys:
             ax.set_ylim(min(min(ys), 1.0) / 1.4, max(max(ys), 1.0) * 1.4)
         ax.yaxis.set_major_formatter(_plain_log_formatter())
-        ax.yaxis.set_minor_formatter(_plain_log_formatter())
+        ax.yaxis.set_minor_formatter(_plain_log_formatter(minor=True))
         ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_xlabel("input shape (3 channels)")
         ax.set_ylabel("speedup over eager (stable)")
@@ -329,7 +339,7 @@ def plot_roofline(rows: list[dict]):
         ax.set_ylim(min(min(ys), 1.0) / 1.5, max(max(ys), 1.0) * 1.5)
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
         ax.yaxis.set_major_formatter(_plain_log_formatter())
-        ax.yaxis.set_minor_formatter(_plain_log_formatter())
+        ax.yaxis.set_minor_formatter(_plain_log_formatter(minor=True))
         ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.xaxis.set_major_formatter(_plain_log_formatter())
         ax.set_xlabel("arithmetic intensity (FLOP/B, study conventions)")

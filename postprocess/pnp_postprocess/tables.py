@@ -108,7 +108,10 @@ def phase_breakdown(runs: list[ReconRun]) -> list[dict]:
                 row[f"{region}_s"] = math.nan   # its phases are timed apart: shown as phases
         attributed = sum(row[f"{p}_s"] for p in schema.PHASES + tuple(schema.REGIONS)
                          if math.isfinite(row[f"{p}_s"]))
-        row["other_s"] = max(row["total_s"] - attributed, 0.0) if math.isfinite(row["total_s"]) else math.nan
+        other = row["total_s"] - attributed
+        # rounding of a sum of phases is not an unattributed part
+        row["other_s"] = (math.nan if not math.isfinite(other)
+                          else 0.0 if other <= 1e-6 * row["total_s"] else other)
         row["files"] = _files(group)
         rows.append(row)
     return rows

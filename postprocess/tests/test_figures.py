@@ -122,7 +122,8 @@ def test_phase_csv_equals_inputs(out, study_files):
             assert num(r[f"{p}_s"]) == pytest.approx(statistics.fmean(per_file), rel=1e-12), p
         attributed = sum(num(r[f"{p}_s"]) for p in PHASES + ("region_gradient", "region_denoise")
                          if r[f"{p}_s"] != "nan")
-        assert num(r["other_s"]) == pytest.approx(max(num(r["total_s"]) - attributed, 0), abs=1e-12)
+        assert num(r["other_s"]) == pytest.approx(max(num(r["total_s"]) - attributed, 0),
+                                                  abs=1e-6 * num(r["total_s"]))
         if r["compile_mode"] == "fused":   # a fused graph: only its total is timed
             assert num(r["other_s"]) == pytest.approx(num(r["total_s"]))
         else:
