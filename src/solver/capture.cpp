@@ -3,6 +3,7 @@
 #include "pnp/core.hpp"
 
 #ifdef PNP_HAVE_CUDA
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -18,7 +19,9 @@ class CudaRegion final : public CapturedRegion {
     c10::cuda::CUDAGuard guard(device_);
     auto side = c10::cuda::getStreamFromPool(false, device_.index());
     auto current = c10::cuda::getCurrentCUDAStream(device_.index());
-    side.wait(current);  // captured work follows what is queued
+    at::cuda::CUDAEvent queued;
+    queued.record(current);
+    queued.block(side);  // the side stream follows what is already queued
     {
       c10::cuda::CUDAStreamGuard sg(side);
       graph_.capture_begin();
@@ -30,7 +33,9 @@ class CudaRegion final : public CapturedRegion {
       }
       graph_.capture_end();
     }
-    current.wait(side);
+    at::cuda::CUDAEvent done;
+    done.record(side);
+    done.block(current);
   }
   void replay() override { graph_.replay(); }
 
