@@ -14,6 +14,7 @@
 
 #ifdef PNP_HAVE_CUDA
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
@@ -530,6 +531,11 @@ class NativeImpl final : public NativeExecutor {
       throw;
     }
     ctx.setBenchmarkCuDNN(bench_before);
+#ifdef PNP_HAVE_CUDA
+    // cuDNN's benchmark mode tries plans with workspaces up to the free memory; hand the cached
+    // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
+    c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
     int fused = 0;
     for (const auto& s : steps_) fused += s.cudnn;
     notes_.push_back("CUDA: " + std::to_string(fused) + " convolutions run as cuDNN fused ops");
