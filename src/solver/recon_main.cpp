@@ -186,10 +186,25 @@ double stable_mean(const std::vector<double>& v, int64_t window) {
   return std::accumulate(v.end() - static_cast<long>(w), v.end(), 0.0) / double(w);
 }
 
+// Mean over the last `window` iterations of the finite values (NaN when there are none).
+double stable_mean_finite(const std::vector<double>& v, int64_t window) {
+  size_t w = std::min<size_t>(v.size(), static_cast<size_t>(window));
+  double sum = 0;
+  int n = 0;
+  for (size_t i = v.size() - w; i < v.size(); ++i)
+    if (std::isfinite(v[i])) sum += v[i], ++n;
+  return n ? sum / n : std::nan("");
+}
+
 void print_phase_table(const Communicator& comm, const PnpRecord& rec, int64_t window) {
-  // Per phase, the stable-window mean of this rank, then max/min/mean over ranks.
+  // Per phase (and region), this rank's stable-window mean, then max/min/mean over ranks.
+  std::vector<std::string> names = pnp_phases();
+  std::vector<const std::vector<double>*> series;
+  for (const auto& ph : rec.phase) series.push_back(&ph);
+  names.insert(names.end() - 1, {"(region) gradient", "(region) denoise"});
+  series.insert(series.end() - 1, {&rec.region_gradient, &rec.region_denoise});
   std::vector<double> mine;
-  for (const auto& ph : rec.phase) mine.push_back(stable_mean(ph, window));
+  for (const auto* v : series) mine.push_back(stable_mean_finite(*v, window));
   std::vector<double> mx(mine.size()), mn(mine.size()), sm(mine.size());
   MPI_Reduce(mine.data(), mx.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MAX, 0, comm.mpi_comm());
   MPI_Reduce(mine.data(), mn.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MIN, 0, comm.mpi_comm());
@@ -198,10 +213,14 @@ void print_phase_table(const Communicator& comm, const PnpRecord& rec, int64_t w
   double total = mx.back();
   std::printf("\nPhase times, mean of the last %lld iterations (seconds; max/min/mean over %d ranks):\n",
               (long long)std::min<int64_t>(window, static_cast<int64_t>(rec.total.size())), comm.size());
-  std::printf("%-20s %12s %12s %12s %8s %8s\n", "phase", "max", "min", "mean", "ratio", "%total");
+  std::printf("%-20s %12s %12s %12s %8s %8s\n", "phase", "max", "min", "mean", "max/min", "%total");
   for (size_t i = 0; i < mine.size(); ++i) {
+    if (!std::isfinite(mx[i])) {
+      std::printf("%-20s %12s   (inside a captured CUDA graph: not separable)\n", names[i].c_str(), "-");
+      continue;
+    }
     double mean = sm[i] / comm.size();
-    std::printf("%-20s %12.4e %12.4e %12.4e %8.2f %7.1f%%\n", pnp_phases()[i].c_str(), mx[i], mn[i], mean,
+    std::printf("%-20s %12.4e %12.4e %12.4e %8.2f %7.1f%%\n", names[i].c_str(), mx[i], mn[i], mean,
                 mn[i] > 0 ? mx[i] / mn[i] : 1.0, total > 0 ? 100.0 * mx[i] / total : 0.0);
   }
 }
