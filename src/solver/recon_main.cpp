@@ -405,8 +405,11 @@ int recon_main(int argc, char** argv) {
       int64_t last = -1;
       for (int64_t i = 0; i < static_cast<int64_t>(rec.psnr.size()); ++i)
         if (!std::isnan(rec.psnr[size_t(i)])) last = i;
-      std::printf("\nfirst iteration %.3f s, stable iteration %.4f s, step %.4e%s\n", g.first, g.stable, rec.step,
+      double peak = *std::max_element(g.peak.begin(), g.peak.end());
+      std::printf("\nfirst iteration %.3f s, stable iteration %.4f s, compile %.3f s, step %.4e%s\n", g.first, g.stable,
+                  g.compile, rec.step,
                   last >= 0 ? (", final PSNR " + std::to_string(rec.psnr[size_t(last)]) + " dB").c_str() : "");
+      if (device.is_cuda()) std::printf("peak device memory %s (max over ranks)\n", human_bytes(peak).c_str());
       write_output(cfg, decomp, *comm, prob, rec, g, image, device);
       std::printf("wrote %s\n", cfg.output.file.c_str());
     }
