@@ -1,0 +1,283 @@
+// A typed TOML schema: one table of fields drives parsing, validation, `--set` overrides,
+// printing back as TOML and the key reference. Every error names the key and the line
+// ("file.toml:12: problem.size: ..."). Used by every pnp program that reads TOML.
+//
+//   Schema<MyConfig> s({"sectionA", "sectionB"}, {
+//       int_field<MyConfig>("sectionA", "size", PNP_MEMBER(MyConfig, a.size), 8, 65536, "image size"),
+//       ...});
+//   MyConfig c = s.parse(text, "file.toml", base_dir);
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#ifndef TOML_EXCEPTIONS
+#define TOML_EXCEPTIONS 1
+#endif
+#include <toml++/toml.h>
+
+#include "pnp/core.hpp"
+
+namespace pnp::toml_schema {
+
+// Where a value came from: file and line, or a --set argument (line 0).
+struct Where {
+  std::string source;
+  int64_t line = 0;
+  std::filesystem::path base_dir;  // relative paths in the source resolve against this
+  std::string prefix() const;      // "file:12: " or "--set a.b=c: "
+};
+
+[[noreturn]] void bad(const Where& w, const std::string& key, const std::string& msg);
+std::string describe(const toml::node& n);  // "integer 3", "string 'x'"
+std::string num(double x);
+std::string join(const std::vector<std::string>& v, const char* sep = ", ");
+// Closest name by edit distance, for did-you-mean hints; empty if nothing is close.
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
+
+template <class T>
+std::string toml_text(const T& v) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<T, std::vector<int64_t>> || std::is_same_v<T, std::vector<std::string>>) {
+    toml::array a;
+    for (const auto& x : v) a.push_back(x);
+    os << a;
+  } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    os << toml::value<int64_t>(static_cast<int64_t>(v));
+  } else {
+    os << toml::value<T>(v);
+  }
+  return os.str();
+}
+
+// Access to a field's storage inside the config struct C.
+template <class C, class T>
+using Get = std::function<T&(C&)>;
+#define PNP_MEMBER(C, member) [](C& c) -> auto& { return c.member; }
+
+template <class C>
+struct Field {
+  std::string section, key, type, constraint, help;
+  std::function<void(C&, const toml::node&, const Where&)> set;
+  std::function<std::string(const C&)> show;
+  std::string name() const { return section + "." + key; }
+};
+
+template <class C, class T, class G>
+Field<C> make_field(const char* sec, const char* key, std::string type, std::string constraint, const char* help, G get,
+                    std::function<T(const toml::node&, const Where&, const std::string& name)> convert) {
+  Field<C> f{sec, key, std::move(type), std::move(constraint), help, {}, {}};
+  std::string name = f.name();
+  f.set = [=](C& c, const toml::node& n, const Where& w) { get(c) = convert(n, w, name); };
+  f.show = [=](const C& c) { return toml_text(get(const_cast<C&>(c))); };
+  return f;
+}
+
+template <class C, class G>
+Field<C> int_field(const char* sec, const char* key, G get, int64_t lo, int64_t hi, const char* help) {
+  using T = std::remove_reference_t<decltype(get(std::declval<C&>()))>;
+  return make_field<C, T>(sec, key, "integer", "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", help, get,
+                          [=](const toml::node& n, const Where& w, const std::string& name) -> T {
+                            auto v = n.value_exact<int64_t>();
+                            if (!n.is_integer() || !v) bad(w, name, "must be an integer, got " + describe(n));
+                            if (*v < lo || *v > hi)
+                              bad(w, name, std::to_string(*v) + " is out of range: must be in [" + std::to_string(lo) +
+                                               ", " + std::to_string(hi) + "]");
+                            return static_cast<T>(*v);
+                          });
+}
+
+template <class C, class G>
+Field<C> float_field(const char* sec, const char* key, G get, double lo, double hi, const char* help) {
+  return make_field<C, double>(sec, key, "float", "in [" + num(lo) + ", " + num(hi) + "]", help, get,
+                               [=](const toml::node& n, const Where& w, const std::string& name) {
+                                 if (!n.is_floating_point() && !n.is_integer())
+                                   bad(w, name, "must be a number, got " + describe(n));
+                                 double v = n.is_integer() ? static_cast<double>(*n.value<int64_t>()) : *n.value<double>();
+                                 if (!(v >= lo && v <= hi))
+                                   bad(w, name, num(v) + " is out of range: must be in [" + num(lo) + ", " + num(hi) + "]");
+                                 return v;
+                               });
+}
+
+template <class C, class G>
+Field<C> bool_field(const char* sec, const char* key, G get, const char* help) {
+  return make_field<C, bool>(sec, key, "boolean", "true or false", help, get,
+                             [](const toml::node& n, const Where& w, const std::string& name) {
+                               if (!n.is_boolean()) bad(w, name, "must be true or false, got " + describe(n));
+                               return *n.value<bool>();
+                             });
+}
+
+const std::string& as_string(const toml::node& n, const Where& w, const std::string& name);
+
+template <class C, class G>
+Field<C> choice_field(const char* sec, const char* key, G get, std::vector<std::string> choices, const char* help) {
+  return make_field<C, std::string>(
+      sec, key, "string", "one of: " + join(choices), help, get,
+      [=](const toml::node& n, const Where& w, const std::string& name) {
+        const std::string& v = as_string(n, w, name);
+        if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
+          std::string hint = closest_match(v, choices);
+          bad(w, name, "\"" + v + "\" is not one of: " + join(choices) + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+        }
+        return v;
+      });
+}
+
+// text: any string. file: an existing file (or empty), resolved against the source's base
+// directory. file_or_name: like file when the value looks like a path (has a '/' or an
+// extension), else a bare name resolved later (a shipped model). output: a path resolved
+// against the base directory, not required to exist.
+enum class PathKind { text, file, file_or_name, output };
+std::string resolve_path(const std::string& v, PathKind kind, const Where& w, const std::string& name);
+
+template <class C, class G>
+Field<C> string_field(const char* sec, const char* key, G get, PathKind kind, const char* help) {
+  const char* constraint = kind == PathKind::file           ? "existing file, or empty"
+                           : kind == PathKind::file_or_name ? "existing .h5 file, model name, or empty"
+                           : kind == PathKind::output       ? "file path"
+                                                            : "any text";
+  return make_field<C, std::string>(sec, key, "string", constraint, help, get,
+                                    [=](const toml::node& n, const Where& w, const std::string& name) {
+                                      return resolve_path(as_string(n, w, name), kind, w, name);
+                                    });
+}
+
+template <class C, class G>
+Field<C> int_list_field(const char* sec, const char* key, G get, size_t min_len, size_t max_len, int64_t lo, int64_t hi,
+                        const char* help) {
+  std::string constraint = std::to_string(min_len) + " to " + std::to_string(max_len) + " entries in [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  return make_field<C, std::vector<int64_t>>(
+      sec, key, "array of integers", constraint, help, get,
+      [=](const toml::node& n, const Where& w, const std::string& name) {
+        const toml::array* a = n.as_array();
+        if (!a) bad(w, name, "must be an array of integers, got " + describe(n));
+        std::vector<int64_t> v;
+        for (const auto& e : *a) {
+          if (!e.is_integer()) bad(w, name, "must be an array of integers, got an element " + describe(e));
+          int64_t x = *e.value<int64_t>();
+          if (x < lo || x > hi) bad(w, name, "element " + std::to_string(x) + " is out of range: " + constraint);
+          v.push_back(x);
+        }
+        if (v.size() < min_len || v.size() > max_len)
+          bad(w, name, "has " + std::to_string(v.size()) + " entries: " + constraint);
+        return v;
+      });
+}
+
+// Parses a TOML document with toml++; syntax errors become InputError("source:line: ...").
+toml::table parse_document(std::string_view text, const std::string& source);
+// The value of a `--set` right-hand side: TOML syntax, or a bare word taken as a string.
+toml::table parse_override_value(const std::string& value);
+// Splits "section.key=value" (whitespace trimmed); throws InputError naming the argument.
+struct Assignment {
+  std::string section, key, value;
+};
+Assignment split_assignment(const std::string& assignment, const Where& w);
+// Reads a whole file; InputError naming it when it cannot be read.
+std::string read_text_file(const std::filesystem::path& path, const char* what);
+
+template <class C>
+class Schema {
+ public:
+  using Validate = std::function<void(const C&, const std::string& source)>;
+  Schema(std::vector<std::string> sections, std::vector<Field<C>> fields, Validate validate = {})
+      : sections_(std::move(sections)), fields_(std::move(fields)), validate_(std::move(validate)) {}
+
+  // Parses text on top of `defaults` (relative paths resolve against base_dir).
+  C parse(std::string_view text, const std::string& source, const std::filesystem::path& base_dir, C defaults = {}) const {
+    toml::table root = parse_document(text, source);
+    C cfg = std::move(defaults);
+    for (const auto& [sec_key, sec_node] : root) {
+      std::string section(sec_key.str());
+      Where w{source, line_of(sec_node), base_dir};
+      check_section(section, w);
+      const toml::table* tbl = sec_node.as_table();
+      if (!tbl) throw InputError(w.prefix() + "'" + section + "' must be a table [" + section + "]");
+      for (const auto& [key, node] : *tbl) {
+        Where kw{source, line_of(node), base_dir};
+        field(section, std::string(key.str()), kw).set(cfg, node, kw);
+      }
+    }
+    if (validate_) validate_(cfg, source);
+    return cfg;
+  }
+  C load(const std::filesystem::path& path, const std::vector<std::string>& overrides = {}, C defaults = {}) const {
+    std::string text = read_text_file(path, "config file");
+    auto base = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    C cfg = parse(text, path.string(), base, std::move(defaults));
+    for (const auto& o : overrides) apply_override(cfg, o);
+    return cfg;
+  }
+  // "section.key=value": TOML value syntax, bare words taken as strings; validated like a file.
+  void apply_override(C& cfg, std::string_view assignment) const {
+    std::string a(assignment);
+    Where w{"--set " + a, 0, std::filesystem::current_path()};
+    Assignment s = split_assignment(a, w);
+    const Field<C>& f = field(s.section, s.key, w);
+    toml::table parsed = parse_override_value(s.value);
+    f.set(cfg, *parsed.get("v"), w);
+    if (validate_) validate_(cfg, w.source);
+  }
+  // Every key in schema order, as TOML that parses back to the same config.
+  std::string to_toml(const C& cfg) const {
+    std::ostringstream os;
+    for (const auto& section : sections_) {
+      os << "[" << section << "]\n";
+      for (const auto& f : fields_)
+        if (f.section == section) os << f.key << " = " << f.show(cfg) << "\n";
+      os << "\n";
+    }
+    return os.str();
+  }
+  // Every key with its default, type, constraint and meaning.
+  std::string reference(const C& defaults = {}) const {
+    std::ostringstream os;
+    for (const auto& section : sections_) {
+      os << "[" << section << "]\n";
+      for (const auto& f : fields_) {
+        if (f.section != section) continue;
+        os << "  " << f.key << " = " << f.show(defaults) << "\n      " << f.help << "\n      (" << f.type << ", "
+           << f.constraint << ")\n";
+      }
+      os << "\n";
+    }
+    return os.str();
+  }
+  const std::vector<Field<C>>& fields() const { return fields_; }
+
+ private:
+  static int64_t line_of(const toml::node& n) { return static_cast<int64_t>(n.source().begin.line); }
+  void check_section(const std::string& section, const Where& w) const {
+    if (std::find(sections_.begin(), sections_.end(), section) != sections_.end()) return;
+    std::string hint = closest_match(section, sections_);
+    throw InputError(w.prefix() + "unknown section [" + section + "]" +
+                     (hint.empty() ? "" : " (did you mean [" + hint + "]?)") + "; sections are: " + join(sections_));
+  }
+  const Field<C>& field(const std::string& section, const std::string& key, const Where& w) const {
+    check_section(section, w);
+    std::vector<std::string> keys;
+    for (const auto& f : fields_)
+      if (f.section == section) {
+        if (f.key == key) return f;
+        keys.push_back(f.key);
+      }
+    std::string hint = closest_match(key, keys);
+    throw InputError(w.prefix() + "unknown key '" + section + "." + key + "'" +
+                     (hint.empty() ? "" : " (did you mean '" + section + "." + hint + "'?)"));
+  }
+
+  std::vector<std::string> sections_;
+  std::vector<Field<C>> fields_;
+  Validate validate_;
+};
+
+}  // namespace pnp::toml_schema

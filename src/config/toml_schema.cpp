@@ -1,0 +1,112 @@
+#include "pnp/toml_schema.hpp"
+
+#include <fstream>
+
+namespace pnp::toml_schema {
+namespace fs = std::filesystem;
+
+std::string Where::prefix() const {
+  return line > 0 ? source + ":" + std::to_string(line) + ": " : source + ": ";
+}
+
+void bad(const Where& w, const std::string& key, const std::string& msg) { throw InputError(w.prefix() + key + ": " + msg); }
+
+std::string describe(const toml::node& n) {
+  std::ostringstream os;
+  os << n.type();
+  if (n.is_value()) {
+    os << ' ';
+    n.visit([&](auto&& v) { os << v; });
+  }
+  return os.str();
+}
+
+std::string num(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      std::swap(prev, cur);
+    }
+    return prev[b.size()];
+  };
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& c : candidates) {
+    size_t d = distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  size_t limit = std::max<size_t>(1, word.size() / 3);
+  return best_d <= limit ? best : std::string();
+}
+
+const std::string& as_string(const toml::node& n, const Where& w, const std::string& name) {
+  if (!n.is_string()) bad(w, name, "must be a string, got " + describe(n));
+  return n.as_string()->get();
+}
+
+std::string resolve_path(const std::string& v, PathKind kind, const Where& w, const std::string& name) {
+  if (v.empty() || kind == PathKind::text) return v;
+  bool is_path = kind != PathKind::file_or_name || v.find('/') != std::string::npos || fs::path(v).has_extension();
+  if (!is_path) return v;
+  fs::path p(v);
+  if (p.is_relative()) p = w.base_dir / p;
+  p = p.lexically_normal();
+  if (kind != PathKind::output && !fs::is_regular_file(p)) bad(w, name, "file not found: " + p.string());
+  return p.string();
+}
+
+toml::table parse_document(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw InputError(source + ":" + std::to_string(e.source().begin.line) + ": TOML syntax error: " +
+                     std::string(e.description()));
+  }
+}
+
+toml::table parse_override_value(const std::string& value) {
+  try {
+    return toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    toml::table t;  // a bare word is a string: --set compile.mode=pre
+    t.insert("v", value);
+    return t;
+  }
+}
+
+Assignment split_assignment(const std::string& a, const Where& w) {
+  size_t eq = a.find('='), dot = a.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq) throw InputError(w.prefix() + "expected section.key=value");
+  auto trim = [](std::string s) {
+    s.erase(0, s.find_first_not_of(" \t"));
+    s.erase(s.find_last_not_of(" \t") + 1);
+    return s;
+  };
+  return {trim(a.substr(0, dot)), trim(a.substr(dot + 1, eq - dot - 1)), trim(a.substr(eq + 1))};
+}
+
+std::string read_text_file(const fs::path& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) throw InputError(std::string("cannot read ") + what + " " + path.string() + (fs::exists(path) ? "" : ": file not found"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace pnp::toml_schema
