@@ -319,6 +319,7 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
     write_log(cfg.output.log, cfg, c, vs, data, r.device, false);
   };
   bool stopped = false;
+  auto t_rate = t_loop;
   while (s.step < s.planned) {
     const int64_t t = s.step;
     Batch b = source.batch(t);
@@ -348,9 +349,16 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
 
     // A time budget cuts the schedule once, at the end of the warm-up (the learning rate so far
     // does not depend on the schedule's length, so the cut run equals one planned that long).
-    if (T.time_budget > 0 && !resuming && s.step == std::max<int64_t>(T.warmup, 20) && s.step < s.planned) {
+    // The rate is measured over the warm-up's second half: its first steps include cuDNN's
+    // autotuning and allocator warm-up, and would cut the schedule too short.
+    const int64_t plan_at = std::max<int64_t>(T.warmup, 20);
+    if (T.time_budget > 0 && !resuming && s.step == plan_at / 2) {
       flush();  // synchronises
-      const double per_step = since(t_loop) / static_cast<double>(s.step - step0);
+      t_rate = Clock::now();
+    }
+    if (T.time_budget > 0 && !resuming && s.step == plan_at && s.step < s.planned) {
+      flush();
+      const double per_step = since(t_rate) / static_cast<double>(plan_at - plan_at / 2);
       const double left = T.time_budget * 0.9 - since(t_start);
       const int64_t fit = s.step + std::max<int64_t>(0, static_cast<int64_t>(left / per_step));
       if (fit < s.planned) {

@@ -38,8 +38,10 @@ fbp_out = run([fbp_tool, demo])
 vals = dict(line.split() for line in fbp_out.strip().splitlines())
 fbp = float(vals["fbp_psnr"])
 pnp, cfg, x = recon_psnr("dncnn")
-assert 'architecture = "dncnn"' in cfg and "weights = " in cfg, cfg
-weights = [l for l in cfg.splitlines() if l.startswith("weights = ")][0]
+cfg_norm = cfg.replace("'", '"')
+assert 'architecture = "dncnn"' in cfg_norm, cfg
+weights = [l for l in cfg_norm.splitlines() if l.startswith("weights = ")][0]
+assert "dncnn_ct" in weights, weights
 gd, gd_cfg, _ = recon_psnr("identity", "denoiser.architecture=identity", 'denoiser.weights=""')
 iters = [l for l in cfg.splitlines() if l.startswith("iterations = ")][0]
 assert iters in gd_cfg

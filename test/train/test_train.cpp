@@ -250,3 +250,21 @@ TEST_CASE("validation set: held-out ellipse phantoms at the given sigma") {
   CHECK(a.noisy_psnr == doctest::Approx(-20 * std::log10(0.05)).epsilon(0.02));  // 26.0 dB
   CHECK(mean_psnr(a.clean, a.clean) > 150);
 }
+
+TEST_CASE("a time budget cuts the schedule after the warm-up and the run finishes inside it") {
+  auto dir = test::scratch_dir("train_budget");
+  TrainConfig c = tiny(dir);
+  c.train.steps = 100000;
+  c.train.warmup = 6;
+  c.train.time_budget = 1.0;
+  c.validation.every = 0;
+  std::ostringstream log;
+  TrainResult r = run_training(c, log);
+  CHECK(r.finished);
+  CHECK(r.steps_planned < 100000);
+  CHECK(r.steps_planned >= 20);
+  CHECK(r.steps_done == r.steps_planned);
+  CHECK(r.val_step == std::vector<int64_t>{r.steps_done});
+  CHECK(r.lr.back() == doctest::Approx(c.train.lr_min).epsilon(1e-3));  // the cut schedule annealed fully
+  CHECK(r.total_seconds < 3.0);
+}
