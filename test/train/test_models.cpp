@@ -44,8 +44,8 @@ TEST_CASE("shipped models: loadable, held-out PSNR as recorded, DnCNN >= 6 dB ov
     std::vector<at::Tensor> outs;
     for (int64_t i = 0; i < vs.noisy.size(0); ++i) outs.push_back(ex->forward(vs.noisy.narrow(0, i, 1), vs.sigma));
     const double psnr = train::mean_psnr(at::cat(outs, 0), vs.clean);
-    std::printf("%s (%s, %lld parameters, %lld steps): held-out PSNR %.2f dB, noisy %.2f dB, gain %+.2f dB at sigma %.2f\n",
-                name.c_str(), g.architecture.c_str(), (long long)g.parameter_count(), (long long)steps, psnr,
+    std::printf("%s (%s, %lld parameters, %lld steps): held-out PSNR %.4f dB (recorded %.4f), noisy %.2f dB, gain %+.2f dB at sigma %.2f\n",
+                name.c_str(), g.architecture.c_str(), (long long)g.parameter_count(), (long long)steps, psnr, recorded,
                 vs.noisy_psnr, psnr - vs.noisy_psnr, vs.sigma);
     CHECK(vs.noisy_psnr == doctest::Approx(recorded_noisy).epsilon(1e-6));
     CHECK(psnr == doctest::Approx(recorded).epsilon(2e-3));  // GPU (TF32) training vs CPU fp32 here
