@@ -15,6 +15,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "pnp/nn/inductor.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
 
@@ -31,7 +32,7 @@ struct Cli {
   std::string config;
   std::vector<std::string> sets;
   std::string output;
-  bool force = false, dry_run = false, print_config = false;
+  bool force = false, dry_run = false, print_config = false, check_compile = false;
 };
 
 const char* kUsage =
@@ -64,6 +65,9 @@ Cli parse_cli(int argc, char** argv, bool& exit_now, int rank) {
       "dry-run,n", po::bool_switch(&cli.dry_run),
       "print the plan (problem size, ranks, tiles, halo, memory per rank, compile mode and backend) and exit")(
       "print-config", po::bool_switch(&cli.print_config), "print the effective configuration as TOML and exit")(
+      "check-compile", po::bool_switch(&cli.check_compile),
+      "try compile.backend on a small input of the configured denoiser (for inductor: Python, torch, "
+      "the exporter and the cache), compare it with eager, print the result and exit (0 ok, 1 failed)")(
       "version", "print the version and exit");
   po::options_description hidden;
   hidden.add_options()("config", po::value<std::string>(&cli.config));
@@ -305,6 +309,39 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   out.commit();
 }
 
+// --check-compile: the configured backend on a small input, against eager (all ranks take part,
+// so a shared cache directory sees one compile and the other ranks waiting and loading).
+bool check_compile(const Config& cfg, at::Device device, int rank) {
+  Config c = cfg;
+  if (c.compile.mode == "none") c.compile.mode = "pre";
+  std::ostringstream o;
+  o << "check-compile: backend " << c.compile.backend;
+  if (c.compile.backend == "inductor") {
+    nn::InductorOptions io_;
+    io_.cache_dir = c.compile.cache_dir;
+    o << " (" << c.compile.inductor_mode << ", cache " << c.compile.cache_dir << "), " << nn::probe_inductor(io_);
+  }
+  Denoiser d = make_denoiser(c, device);
+  Config ce = cfg;
+  ce.compile.mode = "none";
+  Denoiser e = make_denoiser(ce, device);
+  const int64_t a = d.graph.alignment(), s = (16 + a - 1) / a * a;
+  std::vector<int64_t> shape{1, d.graph.in_channels};
+  for (int i = 0; i < d.graph.dim; ++i) shape.push_back(s);
+  at::Tensor x = at::rand(shape, at::TensorOptions().device(device));
+  const double sigma = 0.05;
+  at::Tensor yc = d.executor->forward(x, sigma), ye = e.executor->forward(x, sigma);
+  const double err = (yc - ye).abs().max().item<double>(), scale = ye.abs().max().item<double>();
+  const double tol = (device.is_cuda() ? 2e-2 : 1e-4) * std::max(1.0, scale);
+  const bool ok = std::isfinite(err) && err <= tol;
+  o << "\ncheck-compile: " << cfg.denoiser.architecture << " " << nn::shape_string(shape) << " on " << device.str()
+    << ": compile " << d.compile_seconds() << " s, max |compiled - eager| = " << err << " (tolerance " << tol << "): "
+    << (ok ? "ok" : "FAILED") << "\n";
+  for (const auto& n : d.fusions()) o << "check-compile:   " << n << "\n";
+  if (rank == 0) std::cout << o.str() << std::flush;
+  return ok;
+}
+
 }  // namespace
 
 int recon_main(int argc, char** argv) {
@@ -345,8 +382,13 @@ int recon_main(int argc, char** argv) {
       decomp = plan_decomposition(cfg.problem.size, mpi.size(), cfg.distributed.decomposition, cfg.distributed.grid,
                                   halo, graph.alignment());
       nn::infer_output_shape(graph, {1, cfg.denoiser.channels, decomp.tile(rank).ext.rows(), decomp.tile(rank).ext.cols()});
-      if (rank == 0 && !cli.dry_run) io::check_output_path(cfg.output.file, cfg.output.force);
+      if (rank == 0 && !cli.dry_run && !cli.check_compile) io::check_output_path(cfg.output.file, cfg.output.force);
     });
+    if (cli.check_compile) {
+      bool ok = false;
+      collectively(MPI_COMM_WORLD, [&] { ok = check_compile(cfg, device, rank); });
+      return ok ? 0 : 1;
+    }
     if (cli.dry_run) {
       std::string kind = cfg.distributed.comm == "auto"
                              ? (device.is_cuda() && mpi.local_size() <= cuda_device_count() ? "auto (nccl if built)" : "mpi")
