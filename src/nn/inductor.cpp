@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/core/DeviceGuard.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -183,6 +184,17 @@ class Lock {
   fs::path path_;
 };
 
+// A lock written by a process of this host that no longer exists (a crashed compile).
+bool lock_owner_dead(const fs::path& lock) {
+  std::ifstream f(lock);
+  std::string host;
+  long pid = 0;
+  if (!(f >> host >> pid) || pid <= 0) return false;
+  char me[256] = {0};
+  gethostname(me, sizeof me - 1);
+  return host == me && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 class InductorImpl final : public InductorExecutor {
  public:
   InductorImpl(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype, std::vector<int64_t> shape,
@@ -267,7 +279,7 @@ class InductorImpl final : public InductorExecutor {
       }
       waited = true;
       auto age = fs::file_time_type::clock::now() - fs::last_write_time(lock, ec);
-      if (!ec && std::chrono::duration<double>(age).count() > opt.lock_stale_seconds) {
+      if (!ec && (std::chrono::duration<double>(age).count() > opt.lock_stale_seconds || lock_owner_dead(lock))) {
         notes_.push_back("took over a stale lock " + lock.string());
         fs::remove(lock, ec);
         continue;

@@ -13,6 +13,9 @@
 #include <fstream>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/nn/models.hpp"
@@ -136,6 +139,28 @@ TEST_CASE("inductor == eager: DnCNN 2D, and the cache") {
     CHECK(ind->compile_seconds() >= 0.9);
     REQUIRE(ind->notes().size() == 1);
     CHECK(ind->notes()[0].find("waited") != std::string::npos);
+  }
+  SUBCASE("a lock left by a dead process of this host is taken over at once") {
+    Weights w = random_weights(g, 3);
+    InductorOptions o = options();
+    o.python = "/nonexistent/python-for-pnp-test";
+    const std::string pkg = inductor_package_path(g, kDncnnShape, at::kFloat, at::kCPU, o);
+    const pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, nullptr, 0);
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    fs::rename(pkg, pkg + ".elsewhere");
+    std::ofstream(pkg + ".lock") << host << " " << dead << "\n";
+    // Taking the lock over means compiling here, which fails at once with this interpreter
+    // (instead of waiting for the lock's timeout).
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH_AS(make_inductor(g, w, at::kCPU, at::kFloat, kDncnnShape, o),
+                         doctest::Contains("cannot start the Python interpreter"), Error);
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
+    CHECK_FALSE(fs::exists(pkg + ".lock"));
+    fs::rename(pkg + ".elsewhere", pkg);
+    fs::remove(pkg + ".failed");
   }
   SUBCASE("another process's compile failed: its message, no second attempt") {
     Weights w = random_weights(g, 3);

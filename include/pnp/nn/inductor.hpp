@@ -11,8 +11,8 @@
 //    ranks and nodes sharing the directory), runs `python -m pnp_inductor` as a subprocess (its
 //    wall time is the compile cost) which writes the package to a temporary file and renames it
 //    into place (atomic). Every other process waits for the package (or for a <package>.failed
-//    note, whose message it rethrows), then loads it. A lock older than lock_stale_seconds is
-//    taken over.
+//    note, whose message it rethrows), then loads it. A lock older than lock_stale_seconds, or
+//    written by a process of this host that no longer runs, is taken over.
 //  - On a hit it only loads: torch::inductor::AOTIModelPackageLoader with run_single_threaded, so
 //    a run can be captured in a CUDA graph (the solver captures post/fused regions around it).
 //  - The weights are not in the package: they are fed from `w` with load_constants (the
