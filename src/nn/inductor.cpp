@@ -391,9 +391,10 @@ std::string inductor_python(const InductorOptions& opt) {
 std::string inductor_python_path(const InductorOptions& opt) {
   if (!opt.python_path.empty()) return opt.python_path;
   if (const char* e = std::getenv("PNP_PYTHON_PATH"); e && *e) return e;
-#ifdef PNP_SOURCE_PYTHON_DIR
+  // An installed pnp first (cmake --install puts the exporter in share/pnp/python), then the
+  // source tree this build came from.
+  if (has_exporter(PNP_INSTALLED_PYTHON_DIR)) return PNP_INSTALLED_PYTHON_DIR;
   if (has_exporter(PNP_SOURCE_PYTHON_DIR)) return PNP_SOURCE_PYTHON_DIR;
-#endif
   return "python";
 }
 
