@@ -41,6 +41,22 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ");
 // Closest name by edit distance, for did-you-mean hints; empty if nothing is close.
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates);
 
+// Typed reads of one TOML value, validated; errors are InputError("<where><name>: ...").
+// The fields below use them, and so can readers whose tables are not fixed in advance.
+int64_t to_int(const toml::node& n, const Where& w, const std::string& name, int64_t lo, int64_t hi);
+double to_float(const toml::node& n, const Where& w, const std::string& name, double lo, double hi);
+bool to_bool(const toml::node& n, const Where& w, const std::string& name);
+const std::string& as_string(const toml::node& n, const Where& w, const std::string& name);
+std::string to_choice(const toml::node& n, const Where& w, const std::string& name, const std::vector<std::string>& choices);
+std::vector<int64_t> to_ints(const toml::node& n, const Where& w, const std::string& name, size_t min_len,
+                             size_t max_len, int64_t lo, int64_t hi);
+std::vector<std::string> to_choices(const toml::node& n, const Where& w, const std::string& name,
+                                    const std::vector<std::string>& choices);  // non-empty array of strings
+// The Where of a node: its source and line.
+inline Where where_of(const toml::node& n, const std::string& source, const std::filesystem::path& base_dir = {}) {
+  return Where{source, static_cast<int64_t>(n.source().begin.line), base_dir};
+}
+
 template <class T>
 std::string toml_text(const T& v) {
   std::ostringstream os;
@@ -83,13 +99,8 @@ template <class C, class G>
 Field<C> int_field(const char* sec, const char* key, G get, int64_t lo, int64_t hi, const char* help) {
   using T = std::remove_reference_t<decltype(get(std::declval<C&>()))>;
   return make_field<C, T>(sec, key, "integer", "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", help, get,
-                          [=](const toml::node& n, const Where& w, const std::string& name) -> T {
-                            auto v = n.value_exact<int64_t>();
-                            if (!n.is_integer() || !v) bad(w, name, "must be an integer, got " + describe(n));
-                            if (*v < lo || *v > hi)
-                              bad(w, name, std::to_string(*v) + " is out of range: must be in [" + std::to_string(lo) +
-                                               ", " + std::to_string(hi) + "]");
-                            return static_cast<T>(*v);
+                          [=](const toml::node& n, const Where& w, const std::string& name) {
+                            return static_cast<T>(to_int(n, w, name, lo, hi));
                           });
 }
 
@@ -97,38 +108,21 @@ template <class C, class G>
 Field<C> float_field(const char* sec, const char* key, G get, double lo, double hi, const char* help) {
   return make_field<C, double>(sec, key, "float", "in [" + num(lo) + ", " + num(hi) + "]", help, get,
                                [=](const toml::node& n, const Where& w, const std::string& name) {
-                                 if (!n.is_floating_point() && !n.is_integer())
-                                   bad(w, name, "must be a number, got " + describe(n));
-                                 double v = n.is_integer() ? static_cast<double>(*n.value<int64_t>()) : *n.value<double>();
-                                 if (!(v >= lo && v <= hi))
-                                   bad(w, name, num(v) + " is out of range: must be in [" + num(lo) + ", " + num(hi) + "]");
-                                 return v;
+                                 return to_float(n, w, name, lo, hi);
                                });
 }
 
 template <class C, class G>
 Field<C> bool_field(const char* sec, const char* key, G get, const char* help) {
-  return make_field<C, bool>(sec, key, "boolean", "true or false", help, get,
-                             [](const toml::node& n, const Where& w, const std::string& name) {
-                               if (!n.is_boolean()) bad(w, name, "must be true or false, got " + describe(n));
-                               return *n.value<bool>();
-                             });
+  return make_field<C, bool>(sec, key, "boolean", "true or false", help, get, to_bool);
 }
-
-const std::string& as_string(const toml::node& n, const Where& w, const std::string& name);
 
 template <class C, class G>
 Field<C> choice_field(const char* sec, const char* key, G get, std::vector<std::string> choices, const char* help) {
-  return make_field<C, std::string>(
-      sec, key, "string", "one of: " + join(choices), help, get,
-      [=](const toml::node& n, const Where& w, const std::string& name) {
-        const std::string& v = as_string(n, w, name);
-        if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
-          std::string hint = closest_match(v, choices);
-          bad(w, name, "\"" + v + "\" is not one of: " + join(choices) + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
-        }
-        return v;
-      });
+  return make_field<C, std::string>(sec, key, "string", "one of: " + join(choices), help, get,
+                                    [=](const toml::node& n, const Where& w, const std::string& name) {
+                                      return to_choice(n, w, name, choices);
+                                    });
 }
 
 // text: any string. file: an existing file (or empty), resolved against the source's base
@@ -153,23 +147,12 @@ Field<C> string_field(const char* sec, const char* key, G get, PathKind kind, co
 template <class C, class G>
 Field<C> int_list_field(const char* sec, const char* key, G get, size_t min_len, size_t max_len, int64_t lo, int64_t hi,
                         const char* help) {
-  std::string constraint = std::to_string(min_len) + " to " + std::to_string(max_len) + " entries in [" +
-                           std::to_string(lo) + ", " + std::to_string(hi) + "]";
   return make_field<C, std::vector<int64_t>>(
-      sec, key, "array of integers", constraint, help, get,
-      [=](const toml::node& n, const Where& w, const std::string& name) {
-        const toml::array* a = n.as_array();
-        if (!a) bad(w, name, "must be an array of integers, got " + describe(n));
-        std::vector<int64_t> v;
-        for (const auto& e : *a) {
-          if (!e.is_integer()) bad(w, name, "must be an array of integers, got an element " + describe(e));
-          int64_t x = *e.value<int64_t>();
-          if (x < lo || x > hi) bad(w, name, "element " + std::to_string(x) + " is out of range: " + constraint);
-          v.push_back(x);
-        }
-        if (v.size() < min_len || v.size() > max_len)
-          bad(w, name, "has " + std::to_string(v.size()) + " entries: " + constraint);
-        return v;
+      sec, key, "array of integers",
+      std::to_string(min_len) + " to " + std::to_string(max_len) + " entries in [" + std::to_string(lo) + ", " +
+          std::to_string(hi) + "]",
+      help, get, [=](const toml::node& n, const Where& w, const std::string& name) {
+        return to_ints(n, w, name, min_len, max_len, lo, hi);
       });
 }
 

@@ -4,10 +4,8 @@
 #include <set>
 #include <sstream>
 
-#define TOML_EXCEPTIONS 1
-#include <toml++/toml.h>
-
 #include "pnp/bench.hpp"
+#include "pnp/toml_schema.hpp"
 #include "pnp/core.hpp"
 
 namespace pnp::bench {
@@ -21,70 +19,30 @@ struct Ctx {
   }
 };
 
-std::string describe(const toml::node& n) {
-  std::ostringstream os;
-  os << n.type();
-  if (n.is_value()) {
-    os << ' ';
-    n.visit([&](auto&& v) { os << v; });
-  }
-  return os.str();
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
-}
-
+// Typed reads through the shared schema converters (pnp/toml_schema.hpp), located at the node.
 int64_t get_int(const Ctx& c, const toml::node& n, const std::string& key, int64_t lo, int64_t hi) {
-  if (!n.is_integer()) c.bad(n, key, "must be an integer, got " + describe(n));
-  const int64_t v = *n.value<int64_t>();
-  if (v < lo || v > hi)
-    c.bad(n, key, std::to_string(v) + " is out of range: must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
+  return toml_schema::to_int(n, toml_schema::where_of(n, c.source), key, lo, hi);
 }
 double get_float(const Ctx& c, const toml::node& n, const std::string& key, double lo, double hi) {
-  if (!n.is_integer() && !n.is_floating_point()) c.bad(n, key, "must be a number, got " + describe(n));
-  const double v = n.is_integer() ? static_cast<double>(*n.value<int64_t>()) : *n.value<double>();
-  if (!(v >= lo && v <= hi)) {
-    std::ostringstream os;
-    os << v << " is out of range: must be in [" << lo << ", " << hi << "]";
-    c.bad(n, key, os.str());
-  }
-  return v;
+  return toml_schema::to_float(n, toml_schema::where_of(n, c.source), key, lo, hi);
 }
 bool get_bool(const Ctx& c, const toml::node& n, const std::string& key) {
-  if (!n.is_boolean()) c.bad(n, key, "must be true or false, got " + describe(n));
-  return *n.value<bool>();
+  return toml_schema::to_bool(n, toml_schema::where_of(n, c.source), key);
 }
 std::string get_string(const Ctx& c, const toml::node& n, const std::string& key, const std::vector<std::string>& choices = {}) {
-  if (!n.is_string()) c.bad(n, key, "must be a string, got " + describe(n));
-  std::string v = n.as_string()->get();
-  if (!choices.empty() && std::find(choices.begin(), choices.end(), v) == choices.end())
-    c.bad(n, key, "\"" + v + "\" is not one of: " + join(choices));
-  return v;
+  auto w = toml_schema::where_of(n, c.source);
+  return choices.empty() ? toml_schema::as_string(n, w, key) : toml_schema::to_choice(n, w, key, choices);
 }
 std::vector<std::string> get_strings(const Ctx& c, const toml::node& n, const std::string& key,
                                      const std::vector<std::string>& choices = {}) {
-  const toml::array* a = n.as_array();
-  if (!a) c.bad(n, key, "must be an array of strings, got " + describe(n));
-  if (a->empty()) c.bad(n, key, "must not be empty");
-  std::vector<std::string> v;
-  for (const auto& e : *a) v.push_back(get_string(c, e, key, choices));
-  return v;
+  return toml_schema::to_choices(n, toml_schema::where_of(n, c.source), key, choices);
 }
 std::vector<int64_t> get_ints(const Ctx& c, const toml::node& n, const std::string& key, size_t min_len, size_t max_len,
                               int64_t lo, int64_t hi) {
-  const toml::array* a = n.as_array();
-  if (!a) c.bad(n, key, "must be an array of integers, got " + describe(n));
-  std::vector<int64_t> v;
-  for (const auto& e : *a) v.push_back(get_int(c, e, key, lo, hi));
-  if (v.size() < min_len || v.size() > max_len)
-    c.bad(n, key, "has " + std::to_string(v.size()) + " entries: must have " + std::to_string(min_len) + " to " +
-                      std::to_string(max_len));
-  return v;
+  return toml_schema::to_ints(n, toml_schema::where_of(n, c.source), key, min_len, max_len, lo, hi);
 }
+using toml_schema::describe;
+using toml_schema::join;
 
 const std::vector<std::string> kArchitectures{"dncnn", "drunet", "unet", "identity"};
 

@@ -55,9 +55,65 @@ std::string closest_match(std::string_view word, const std::vector<std::string>&
   return best_d <= limit ? best : std::string();
 }
 
+int64_t to_int(const toml::node& n, const Where& w, const std::string& name, int64_t lo, int64_t hi) {
+  auto v = n.value_exact<int64_t>();
+  if (!n.is_integer() || !v) bad(w, name, "must be an integer, got " + describe(n));
+  if (*v < lo || *v > hi)
+    bad(w, name, std::to_string(*v) + " is out of range: must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return *v;
+}
+
+double to_float(const toml::node& n, const Where& w, const std::string& name, double lo, double hi) {
+  if (!n.is_floating_point() && !n.is_integer()) bad(w, name, "must be a number, got " + describe(n));
+  double v = n.is_integer() ? static_cast<double>(*n.value<int64_t>()) : *n.value<double>();
+  if (!(v >= lo && v <= hi)) bad(w, name, num(v) + " is out of range: must be in [" + num(lo) + ", " + num(hi) + "]");
+  return v;
+}
+
+bool to_bool(const toml::node& n, const Where& w, const std::string& name) {
+  if (!n.is_boolean()) bad(w, name, "must be true or false, got " + describe(n));
+  return *n.value<bool>();
+}
+
 const std::string& as_string(const toml::node& n, const Where& w, const std::string& name) {
   if (!n.is_string()) bad(w, name, "must be a string, got " + describe(n));
   return n.as_string()->get();
+}
+
+std::string to_choice(const toml::node& n, const Where& w, const std::string& name, const std::vector<std::string>& choices) {
+  const std::string& v = as_string(n, w, name);
+  if (std::find(choices.begin(), choices.end(), v) == choices.end()) {
+    std::string hint = closest_match(v, choices);
+    bad(w, name, "\"" + v + "\" is not one of: " + join(choices) + (hint.empty() ? "" : " (did you mean \"" + hint + "\"?)"));
+  }
+  return v;
+}
+
+std::vector<int64_t> to_ints(const toml::node& n, const Where& w, const std::string& name, size_t min_len,
+                             size_t max_len, int64_t lo, int64_t hi) {
+  std::string constraint = std::to_string(min_len) + " to " + std::to_string(max_len) + " entries in [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  const toml::array* a = n.as_array();
+  if (!a) bad(w, name, "must be an array of integers, got " + describe(n));
+  std::vector<int64_t> v;
+  for (const auto& e : *a) {
+    if (!e.is_integer()) bad(w, name, "must be an array of integers, got an element " + describe(e));
+    int64_t x = *e.value<int64_t>();
+    if (x < lo || x > hi) bad(w, name, "element " + std::to_string(x) + " is out of range: " + constraint);
+    v.push_back(x);
+  }
+  if (v.size() < min_len || v.size() > max_len) bad(w, name, "has " + std::to_string(v.size()) + " entries: " + constraint);
+  return v;
+}
+
+std::vector<std::string> to_choices(const toml::node& n, const Where& w, const std::string& name,
+                                    const std::vector<std::string>& choices) {
+  const toml::array* a = n.as_array();
+  if (!a) bad(w, name, "must be an array of strings, got " + describe(n));
+  if (a->empty()) bad(w, name, "must not be empty");
+  std::vector<std::string> v;
+  for (const auto& e : *a) v.push_back(choices.empty() ? as_string(e, w, name) : to_choice(e, w, name, choices));
+  return v;
 }
 
 std::string resolve_path(const std::string& v, PathKind kind, const Where& w, const std::string& name) {

@@ -40,7 +40,7 @@ TEST_CASE("sweep TOML errors name the key and the line") {
   CHECK(err("[sweep]\n\nchannels = \"3\"\n").find("s.toml:3: sweep.channels: must be an integer") == 0);
   CHECK(err("[sweep]\nchannels = 0\n").find("s.toml:2: sweep.channels: 0 is out of range") == 0);
   CHECK(err("[sweep]\nshapes = [[512, 512, 2, 2]]\n").find("s.toml:2: sweep.shapes: has 4 entries") == 0);
-  CHECK(err("[sweep]\nshapes = [[512, 0]]\n").find("sweep.shapes: 0 is out of range") != std::string::npos);
+  CHECK(err("[sweep]\nshapes = [[512, 0]]\n").find("sweep.shapes: element 0 is out of range") != std::string::npos);
   CHECK(err("[sweep]\narchitectures = [\"resnet\"]\n").find("s.toml:2: sweep.architectures: \"resnet\" is not one of") == 0);
   CHECK(err("[sweep]\ntimed = 4\nstable = 5\n").find("sweep.stable: 5 is larger than sweep.timed = 4") != std::string::npos);
   CHECK(err("[sweep]\ndevice = \"gpu\"\n").find("s.toml:2: sweep.device") == 0);
