@@ -5,6 +5,7 @@
 
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/models.hpp"
+#include "nn_test_util.hpp"
 
 using namespace pnp;
 using namespace pnp::nn;
@@ -23,24 +24,11 @@ Graph make(std::string arch, int dim, int cin, int cout, std::vector<int64_t> f 
 
 // Seeded weights with non-trivial batch-norm statistics, in float64.
 Weights random_weights(const Graph& g, uint64_t seed) {
-  Weights w = init_weights(g, seed);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 17);
-  for (const auto& n : g.nodes)
-    if (n.op == OpKind::batch_norm) {
-      const int64_t c = n.attrs.out_channels;
-      w[n.name + ".weight"] = at::empty({c}).uniform_(0.5, 1.5, gen);
-      w[n.name + ".bias"] = at::empty({c}).uniform_(-0.3, 0.3, gen);
-      w[n.name + ".running_mean"] = at::empty({c}).uniform_(-0.2, 0.2, gen);
-      w[n.name + ".running_var"] = at::empty({c}).uniform_(0.5, 2.0, gen);
-    }
+  Weights w = test::random_weights(g, seed);
   for (auto& [k, v] : w) v = v.to(at::kDouble);
   return w;
 }
-
-at::Tensor rnd(std::vector<int64_t> s, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::empty(s, at::kDouble).uniform_(-1.0, 1.0, gen);
-}
+using test::rnd;
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kCPU, at::kDouble) - b.to(at::kCPU, at::kDouble)).abs().max().item<double>();

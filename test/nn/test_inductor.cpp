@@ -19,6 +19,7 @@
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/nn/models.hpp"
+#include "nn_test_util.hpp"
 
 using namespace pnp;
 using namespace pnp::nn;
@@ -35,20 +36,7 @@ Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks 
   return build(s);
 }
 
-Weights random_weights(const Graph& g, uint64_t seed) {
-  Weights w = init_weights(g, seed);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 17);
-  for (const auto& n : g.nodes)
-    if (n.op == OpKind::batch_norm)
-      for (const auto& p : n.params) {
-        const int64_t c = p.shape[0];
-        if (p.role == "weight") w[p.key] = at::empty({c}).uniform_(0.5, 1.5, gen);
-        if (p.role == "bias") w[p.key] = at::empty({c}).uniform_(-0.3, 0.3, gen);
-        if (p.role == "running_mean") w[p.key] = at::empty({c}).uniform_(-0.2, 0.2, gen);
-        if (p.role == "running_var") w[p.key] = at::empty({c}).uniform_(0.5, 2.0, gen);
-      }
-  return w;
-}
+using test::random_weights;
 
 // One cache directory for the whole run, emptied on first use.
 const std::string& cache_dir() {

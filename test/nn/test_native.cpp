@@ -9,6 +9,7 @@
 
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/models.hpp"
+#include "nn_test_util.hpp"
 #include "pnp/nn/native.hpp"
 
 using namespace pnp;
@@ -25,25 +26,8 @@ Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks 
   return build(s);
 }
 
-// Seeded weights with non-trivial batch-norm statistics (so that folding matters).
-Weights random_weights(const Graph& g, uint64_t seed) {
-  Weights w = init_weights(g, seed);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 17);
-  for (const auto& n : g.nodes)
-    if (n.op == OpKind::batch_norm) {
-      const int64_t c = n.attrs.out_channels;
-      w[n.name + ".weight"] = at::empty({c}).uniform_(0.5, 1.5, gen);
-      w[n.name + ".bias"] = at::empty({c}).uniform_(-0.3, 0.3, gen);
-      w[n.name + ".running_mean"] = at::empty({c}).uniform_(-0.2, 0.2, gen);
-      w[n.name + ".running_var"] = at::empty({c}).uniform_(0.5, 2.0, gen);
-    }
-  return w;
-}
-
-at::Tensor rnd(std::vector<int64_t> s, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::empty(s, at::kDouble).uniform_(-1.0, 1.0, gen);
-}
+using test::random_weights;
+using test::rnd;
 
 double rel_err(const at::Tensor& a, const at::Tensor& ref) {
   at::Tensor x = a.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);

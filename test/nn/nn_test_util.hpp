@@ -1,0 +1,34 @@
+// Shared by the denoiser tests: seeded weights with non-trivial batch-norm statistics (so
+// that BN folding and inference BN matter) and seeded random inputs (never zeros).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include "pnp/nn/weights.hpp"
+
+namespace pnp::nn::test {
+
+// float32 weights: init_weights(g, seed) with the BN weight, bias, running mean and
+// running variance replaced by seeded values away from the identity.
+inline Weights random_weights(const Graph& g, uint64_t seed) {
+  Weights w = init_weights(g, seed);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed + 17);
+  for (const auto& n : g.nodes)
+    if (n.op == OpKind::batch_norm) {
+      const int64_t c = n.attrs.out_channels;
+      w[n.name + ".weight"] = at::empty({c}).uniform_(0.5, 1.5, gen);
+      w[n.name + ".bias"] = at::empty({c}).uniform_(-0.3, 0.3, gen);
+      w[n.name + ".running_mean"] = at::empty({c}).uniform_(-0.2, 0.2, gen);
+      w[n.name + ".running_var"] = at::empty({c}).uniform_(0.5, 2.0, gen);
+    }
+  return w;
+}
+
+// Uniform [-1, 1) float64 values of the given shape.
+inline at::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::empty(shape, at::kDouble).uniform_(-1.0, 1.0, gen);
+}
+
+}  // namespace pnp::nn::test
