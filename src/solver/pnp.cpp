@@ -94,12 +94,15 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 
   // The two regions of one step. `timed` brackets each phase with events (not inside a
   // captured graph, where phases cannot be separated).
-  auto gradient_region = [&](bool timed) {
-    auto ph = [&](int phase, auto&& fn) {
+  auto phase_runner = [&](bool timed) {
+    return [&timer, timed](int phase, auto&& fn) {
       if (timed) timer.start(phase);
       fn();
       if (timed) timer.stop(phase);
     };
+  };
+  auto gradient_region = [&](bool timed) {
+    auto ph = phase_runner(timed);
     ph(FP, [&] { physics::forward_out(x, prob.geom, own, p); });
     ph(ALLREDUCE, [&] { comm.allreduce_sum(p); });
     ph(BP, [&] {
@@ -109,11 +112,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
     ph(STEP, [&] { at::add_out(z_own, x, g, -rec.step); });
   };
   auto denoise_region = [&](bool timed) {
-    auto ph = [&](int phase, auto&& fn) {
-      if (timed) timer.start(phase);
-      fn();
-      if (timed) timer.stop(phase);
-    };
+    auto ph = phase_runner(timed);
     ph(HALO, [&] { comm.halo_exchange(z_ext, d); });
     at::Tensor d_own;
     ph(DENOISE, [&] {
