@@ -38,6 +38,9 @@ struct Box {
 };
 std::string to_string(const Box& b);
 
+// 64-bit FNV-1a of the bytes of s, as 16 lowercase hex digits (content hashes, cache keys).
+std::string fnv1a_hex(std::string_view s);
+
 // Build and runtime provenance written into every output file.
 struct Provenance {
   std::string program;

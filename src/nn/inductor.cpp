@@ -15,7 +15,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,17 +41,6 @@ constexpr const char* kExporterVersion = "1";  // python/pnp_inductor EXPORTER_V
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::string fnv16(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char b[20];
-  std::snprintf(b, sizeof b, "%016" PRIx64, h);
-  return b;
-}
 
 std::string join(const std::vector<int64_t>& v, const char* sep) {
   std::string o;
@@ -409,7 +397,7 @@ std::string inductor_package_path(const Graph& g, const std::vector<int64_t>& sh
                                   at::Device device, const InductorOptions& opt) {
   const std::string key = inductor_cache_key(g, shape, dtype, device, opt.mode);
   const std::string name = g.architecture + std::to_string(g.dim) + "d-" + g.hash() + "-" + join(shape, "x") + "-" +
-                           dtype_name(dtype) + "-" + device_tag(device) + "-" + opt.mode + "-" + fnv16(key) + ".pt2";
+                           dtype_name(dtype) + "-" + device_tag(device) + "-" + opt.mode + "-" + fnv1a_hex(key) + ".pt2";
   return (fs::path(opt.cache_dir) / "inductor" / name).string();
 }
 

@@ -1,7 +1,6 @@
 #include "pnp/nn/ir.hpp"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <limits>
 #include <numeric>
@@ -215,17 +214,7 @@ int64_t Graph::alignment() const {
 
 std::string Graph::to_json() const { return graph_json(*this, true); }
 
-std::string Graph::hash() const {
-  const std::string s = graph_json(*this, false);
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char b[20];
-  std::snprintf(b, sizeof b, "%016" PRIx64, h);
-  return b;
-}
+std::string Graph::hash() const { return fnv1a_hex(graph_json(*this, false)); }
 
 Node& Graph::add(std::string name, OpKind op, std::vector<int> inputs, Attrs attrs, std::vector<Param> params) {
   const int id = static_cast<int>(nodes.size());
