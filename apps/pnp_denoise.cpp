@@ -114,7 +114,7 @@ int run(int argc, char** argv) {
       ("sigma,s", po::value(&sigma)->default_value(0.1), "noise level passed to the denoiser (used by drunet)")
       ("backend,b", po::value(&backend)->default_value("eager"), "executor: eager (plain ATen, op by op)")
       ("device", po::value(&device_s)->default_value("cpu"), "cpu, cuda or cuda:N")
-      ("dtype", po::value(&dtype_s)->default_value("float32"), "compute precision: float32 or float64")
+      ("dtype", po::value(&dtype_s)->default_value("float32"), "compute precision: float32, float64 or bfloat16 (bf16 activations and weights, fp32 accumulation)")
       ("patch", po::value(&patch)->default_value(0), "patch size in pixels along every axis; 0 = whole input")
       ("overlap", po::value(&overlap)->default_value(-1),
        "patch overlap in pixels; -1 = the receptive radius (result equals the un-patched one)")
@@ -134,12 +134,10 @@ int run(int argc, char** argv) {
   if (!features_s.empty()) spec.features = parse_list(features_s, "features");
   if (backend != "eager")
     throw InputError("--backend " + backend + " is not available in this build (available: eager)");
-  if (dtype_s != "float32" && dtype_s != "float64")
-    throw InputError("--dtype: expected float32 or float64, got '" + dtype_s + "'");
   if (sigma < 0) throw InputError("--sigma must be >= 0, got " + std::to_string(sigma));
   if (patch < 0) throw InputError("--patch must be >= 0, got " + std::to_string(patch));
   const at::Device device = parse_device(device_s);
-  const at::ScalarType dtype = dtype_s == "float64" ? at::kDouble : at::kFloat;
+  const at::ScalarType dtype = nn::parse_dtype(dtype_s, "--dtype");
   io::check_output_path(output, overwrite);
 
   const nn::Graph g = nn::build(spec);

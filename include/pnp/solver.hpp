@@ -49,12 +49,16 @@ Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::D
 struct Denoiser {
   nn::Graph graph;
   std::unique_ptr<nn::Executor> executor;
+  at::ScalarType dtype = at::kFloat;  // denoiser.precision: kFloat (fp32) or kBFloat16 (bf16)
   double setup_seconds = 0;  // weights and executor construction
   // Seconds spent compiling so far (native: per shape, on first use; 0 for eager).
   std::function<double()> compile_seconds = [] { return 0.0; };
   std::function<std::vector<std::string>()> fusions = [] { return std::vector<std::string>{}; };
 };
 nn::Graph denoiser_graph(const DenoiserConfig& c);
+// denoiser.precision as the executors' compute dtype: "fp32" -> kFloat, "bf16" -> kBFloat16.
+// The solver's own state stays float32; the denoiser casts its input and the solver its output.
+at::ScalarType denoiser_dtype(const DenoiserConfig& c);
 Denoiser make_denoiser(const Config& cfg, at::Device device);
 // Path of a shipped model name ("dncnn_ct" -> <models dir>/dncnn_ct.h5), or the path itself.
 std::string resolve_weights(const std::string& weights);

@@ -64,7 +64,7 @@ def export_package(ir_path: str, shape: list[int], out: str, *, weights: str | N
     from .builder import build_module, load_ir, load_weights
 
     ir = load_ir(ir_path)
-    tdtype = {"float32": torch.float32, "float64": torch.float64}[dtype]
+    tdtype = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}[dtype]
     w = None
     if weights:
         try:
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ir")
     ap.add_argument("--weights")
     ap.add_argument("--shape", help="comma-separated input shape, e.g. 1,3,64,64")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--mode", default="max-autotune", choices=["max-autotune", "default"])
     ap.add_argument("--out")

@@ -104,7 +104,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
                            const std::function<void(const std::vector<Row>&)>& on_row) {
   const at::Device device = parse_device(c.device);
   if (device.is_cuda()) at::empty({1}, at::TensorOptions().device(device));  // initialises the allocator
-  const at::ScalarType dtype = c.dtype == "float64" ? at::kDouble : at::kFloat;
+  const at::ScalarType dtype = nn::parse_dtype(c.dtype, "sweep dtype");
   const std::string gpu = device_name(device);
   const Timer timer(device);
   const size_t total = c.architectures.size() * c.shapes.size() * c.backends.size();
@@ -124,7 +124,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
       const nn::Graph g = nn::build(spec);
       std::vector<int64_t> shape{c.batch, c.channels};
       shape.insert(shape.end(), spatial.begin(), spatial.end());
-      const auto counts = roofline::count(g, shape);  // InputError for an impossible shape
+      const auto counts = roofline::count(g, shape, at::elementSize(dtype));  // InputError for an impossible shape
       std::optional<nn::Weights> weights;              // drawn once per architecture and shape
       at::Tensor x_cpu;
       for (const auto& backend : c.backends) {

@@ -109,7 +109,7 @@ SweepConfig parse_sweep(const std::string& text, const std::string& source) {
              if (s.device != "cpu" && s.device != "cuda" && s.device.rfind("cuda:", 0) != 0)
                c.bad(v, k, "\"" + s.device + "\" is not one of: cpu, cuda, cuda:N");
            }},
-          {"dtype", [&](const toml::node& v, const std::string& k) { s.dtype = get_string(c, v, k, {"float32", "float64"}); }},
+          {"dtype", [&](const toml::node& v, const std::string& k) { s.dtype = get_string(c, v, k, {"float32", "float64", "bfloat16"}); }},
           {"sigma", [&](const toml::node& v, const std::string& k) { s.sigma = get_float(c, v, k, 0.0, 1e3); }},
           {"seed", [&](const toml::node& v, const std::string& k) { s.seed = get_int(c, v, k, 0, INT64_MAX); }}});
     if (s.stable > s.timed) c.bad(n, "sweep.stable", std::to_string(s.stable) + " is larger than sweep.timed = " + std::to_string(s.timed));

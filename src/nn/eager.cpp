@@ -76,14 +76,33 @@ at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& ins
   throw Error("apply_node: unknown op of node " + n.name);
 }
 
+std::string dtype_name(at::ScalarType t) {
+  if (t == at::kFloat) return "float32";
+  if (t == at::kDouble) return "float64";
+  if (t == at::kBFloat16) return "bfloat16";
+  throw InputError("dtype must be float32, float64 or bfloat16, got " + std::string(c10::toString(t)));
+}
+
+at::ScalarType parse_dtype(const std::string& name, const std::string& what) {
+  if (name == "float32") return at::kFloat;
+  if (name == "float64") return at::kDouble;
+  if (name == "bfloat16") return at::kBFloat16;
+  throw InputError(what + ": expected float32, float64 or bfloat16, got '" + name + "'");
+}
+
+void require_executor_dtype(const char* who, at::ScalarType t) {
+  if (t != at::kFloat && t != at::kDouble && t != at::kBFloat16)
+    throw InputError(std::string(who) + ": dtype must be float32, float64 or bfloat16, got " +
+                     std::string(c10::toString(t)));
+}
+
 namespace {
 
 class EagerExecutor final : public Executor {
  public:
   EagerExecutor(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype)
       : g_(g), device_(device), dtype_(dtype) {
-    if (dtype != at::kFloat && dtype != at::kDouble)
-      throw InputError("eager executor: dtype must be float32 or float64, got " + std::string(c10::toString(dtype)));
+    require_executor_dtype("eager executor", dtype);
     check_weights(g, w, "weights");
     params_.resize(g.nodes.size());
     for (const auto& n : g.nodes)

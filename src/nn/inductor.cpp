@@ -48,12 +48,6 @@ std::string join(const std::vector<int64_t>& v, const char* sep) {
   return o;
 }
 
-std::string dtype_name(at::ScalarType t) {
-  if (t == at::kFloat) return "float32";
-  if (t == at::kDouble) return "float64";
-  throw InputError("inductor backend: dtype must be float32 or float64, got " + std::string(c10::toString(t)));
-}
-
 std::string device_tag(at::Device d) {
   if (d.is_cpu()) return "cpu";
 #ifdef PNP_HAVE_CUDA

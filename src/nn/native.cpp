@@ -84,8 +84,7 @@ class NativeImpl final : public NativeExecutor {
              NativeOptions opt)
       : g_(g), device_(device), dtype_(dtype), shape_(std::move(shape)), opt_(opt) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (dtype != at::kFloat && dtype != at::kDouble)
-      throw InputError("native executor: dtype must be float32 or float64, got " + std::string(c10::toString(dtype)));
+    require_executor_dtype("native executor", dtype);
     check_weights(g, w, "weights");
     shapes_ = infer_shapes(g, shape_);  // InputError for an impossible shape
     alignment_ = g.alignment();

@@ -1,6 +1,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <map>
 
 #include "pnp/nn/inductor.hpp"
 #include "pnp/nn/native.hpp"
@@ -18,6 +20,12 @@ nn::Graph denoiser_graph(const DenoiserConfig& c) {
   spec.features = c.features;
   spec.blocks = static_cast<int>(c.blocks);
   return nn::build(spec);
+}
+
+at::ScalarType denoiser_dtype(const DenoiserConfig& c) {
+  if (c.precision == "fp32") return at::kFloat;
+  if (c.precision == "bf16") return at::kBFloat16;
+  throw InputError("denoiser.precision: expected \"fp32\" or \"bf16\", got \"" + c.precision + "\"");
 }
 
 std::string resolve_weights(const std::string& weights) {
@@ -38,75 +46,36 @@ std::string resolve_weights(const std::string& weights) {
 }
 
 namespace {
-// The native backend compiled once per input shape (tile, or each distinct patch shape), on
-// first use; compile time accumulates.
-class PerShapeNative final : public nn::Executor {
+// A compiled backend (native or inductor) built once per input shape (the tile, or each distinct
+// patch shape) on first use; compile time (for inductor: the exporter subprocess or the cache
+// load) accumulates.
+template <class Compiled>
+class PerShape final : public nn::Executor {
  public:
-  PerShapeNative(nn::Graph g, nn::Weights w, at::Device dev, nn::NativeOptions opt)
-      : graph_(std::move(g)), weights_(std::move(w)), device_(dev), opt_(opt) {}
+  using Factory = std::function<std::unique_ptr<Compiled>(const std::vector<int64_t>&)>;
+  PerShape(std::string name, const nn::Graph& g, Factory make)
+      : name_(std::move(name)), alignment_(g.alignment()), radius_(nn::receptive_radius(g)), make_(std::move(make)) {}
   at::Tensor forward(const at::Tensor& x, double sigma) override {
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     auto it = compiled_.find(shape);
     if (it == compiled_.end()) {
-      auto ex = nn::make_native(graph_, weights_, device_, at::kFloat, shape, opt_);
+      auto ex = make_(shape);
       compile_seconds_ += ex->compile_seconds();
       it = compiled_.emplace(shape, std::move(ex)).first;
     }
     return it->second->forward(x, sigma);
   }
-  std::string name() const override { return "native"; }
-  int64_t alignment() const override { return graph_.alignment(); }
-  int64_t receptive_radius() const override { return nn::receptive_radius(graph_); }
+  std::string name() const override { return name_; }
+  int64_t alignment() const override { return alignment_; }
+  int64_t receptive_radius() const override { return radius_; }
   double compile_seconds() const { return compile_seconds_; }
-  std::vector<std::string> fusions() const {
-    return compiled_.empty() ? std::vector<std::string>{} : compiled_.begin()->second->fusions();
-  }
+  const std::map<std::vector<int64_t>, std::unique_ptr<Compiled>>& compiled() const { return compiled_; }
 
  private:
-  nn::Graph graph_;
-  nn::Weights weights_;
-  at::Device device_;
-  nn::NativeOptions opt_;
-  std::map<std::vector<int64_t>, std::unique_ptr<nn::NativeExecutor>> compiled_;
-  double compile_seconds_ = 0;
-};
-
-// The inductor backend loaded (or compiled, on a cache miss) once per input shape, on first use;
-// compile time (exporter subprocess or cache load) accumulates.
-class PerShapeInductor final : public nn::Executor {
- public:
-  PerShapeInductor(nn::Graph g, nn::Weights w, at::Device dev, nn::InductorOptions opt)
-      : graph_(std::move(g)), weights_(std::move(w)), device_(dev), opt_(std::move(opt)) {}
-  at::Tensor forward(const at::Tensor& x, double sigma) override {
-    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-    auto it = compiled_.find(shape);
-    if (it == compiled_.end()) {
-      auto ex = nn::make_inductor(graph_, weights_, device_, at::kFloat, shape, opt_);
-      compile_seconds_ += ex->compile_seconds();
-      it = compiled_.emplace(shape, std::move(ex)).first;
-    }
-    return it->second->forward(x, sigma);
-  }
-  std::string name() const override { return "inductor"; }
-  int64_t alignment() const override { return graph_.alignment(); }
-  int64_t receptive_radius() const override { return nn::receptive_radius(graph_); }
-  double compile_seconds() const { return compile_seconds_; }
-  std::vector<std::string> notes() const {
-    std::vector<std::string> o;
-    for (const auto& [shape, ex] : compiled_) {
-      o.push_back(std::string(ex->compiled_here() ? "inductor compiled " : "inductor cache hit ") +
-                  nn::shape_string(shape) + " (" + opt_.mode + "): " + ex->package_path());
-      for (const auto& n : ex->notes()) o.push_back(n);
-    }
-    return o;
-  }
-
- private:
-  nn::Graph graph_;
-  nn::Weights weights_;
-  at::Device device_;
-  nn::InductorOptions opt_;
-  std::map<std::vector<int64_t>, std::unique_ptr<nn::InductorExecutor>> compiled_;
+  std::string name_;
+  int64_t alignment_, radius_;
+  Factory make_;
+  std::map<std::vector<int64_t>, std::unique_ptr<Compiled>> compiled_;
   double compile_seconds_ = 0;
 };
 }  // namespace
@@ -115,36 +84,53 @@ Denoiser make_denoiser(const Config& cfg, at::Device device) {
   auto t0 = std::chrono::steady_clock::now();
   Denoiser d;
   d.graph = denoiser_graph(cfg.denoiser);
-  if (cfg.denoiser.precision != "fp32")
-    throw InputError("denoiser.precision = \"" + cfg.denoiser.precision + "\" is not available in this build yet");
+  d.dtype = denoiser_dtype(cfg.denoiser);
   if (cfg.compile.mode != "none" && cfg.compile.backend != "native" && cfg.compile.backend != "inductor")
     throw InputError("compile.backend = \"" + cfg.compile.backend +
                      "\" is not available in this build yet; use compile.backend = \"native\" or \"inductor\"");
   std::string path = resolve_weights(cfg.denoiser.weights);
   nn::Weights w = path.empty() ? nn::init_weights(d.graph, static_cast<uint64_t>(cfg.denoiser.seed))
                                : nn::load_weights(path, d.graph);
+  const at::ScalarType dtype = d.dtype;
   if (cfg.compile.mode == "none" || cfg.denoiser.architecture == "identity") {
-    d.executor = nn::make_eager(d.graph, w, device, at::kFloat);
+    d.executor = nn::make_eager(d.graph, w, device, dtype);
   } else if (cfg.compile.backend == "inductor") {
     // pre: compiled at the patch / tile shape; post/fused: at the full local tile shape, and the
     // solver captures the region (NCCL calls outside the package, inside the graph) around it.
     nn::InductorOptions opt;
     opt.cache_dir = cfg.compile.cache_dir;
     opt.mode = cfg.compile.inductor_mode;
-    auto ex = std::make_unique<PerShapeInductor>(d.graph, std::move(w), device, opt);
-    PerShapeInductor* raw = ex.get();
+    auto ex = std::make_unique<PerShape<nn::InductorExecutor>>(
+        "inductor", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
+          return nn::make_inductor(g, w, device, dtype, shape, opt);
+        });
+    auto* raw = ex.get();
     d.compile_seconds = [raw] { return raw->compile_seconds(); };
-    d.fusions = [raw] { return raw->notes(); };
+    d.fusions = [raw, mode = opt.mode] {
+      std::vector<std::string> o;
+      for (const auto& [shape, ex] : raw->compiled()) {
+        o.push_back(std::string(ex->compiled_here() ? "inductor compiled " : "inductor cache hit ") +
+                    nn::shape_string(shape) + " (" + mode + "): " + ex->package_path());
+        for (const auto& n : ex->notes()) o.push_back(n);
+      }
+      return o;
+    };
     d.executor = std::move(ex);
   } else {
     nn::NativeOptions opt;
     opt.autotune = cfg.compile.autotune;
     // pre: the denoiser's own graph; post/fused: the solver captures the region around it.
     opt.cuda_graph = cfg.compile.cuda_graphs && cfg.compile.mode == "pre";
-    auto ex = std::make_unique<PerShapeNative>(d.graph, std::move(w), device, opt);
-    PerShapeNative* raw = ex.get();
+    auto ex = std::make_unique<PerShape<nn::NativeExecutor>>(
+        "native", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
+          return nn::make_native(g, w, device, dtype, shape, opt);
+        });
+    auto* raw = ex.get();
     d.compile_seconds = [raw] { return raw->compile_seconds(); };
-    d.fusions = [raw] { return raw->fusions(); };
+    d.fusions = [raw] {
+      const auto& c = raw->compiled();
+      return c.empty() ? std::vector<std::string>{} : c.begin()->second->fusions();
+    };
     d.executor = std::move(ex);
   }
   d.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -330,9 +330,10 @@ bool check_compile(const Config& cfg, at::Device device, int rank) {
   for (int i = 0; i < d.graph.dim; ++i) shape.push_back(s);
   at::Tensor x = at::rand(shape, at::TensorOptions().device(device));
   const double sigma = 0.05;
-  at::Tensor yc = d.executor->forward(x, sigma), ye = e.executor->forward(x, sigma);
+  at::Tensor yc = d.executor->forward(x, sigma).to(at::kFloat), ye = e.executor->forward(x, sigma).to(at::kFloat);
   const double err = (yc - ye).abs().max().item<double>(), scale = ye.abs().max().item<double>();
-  const double tol = (device.is_cuda() ? 2e-2 : 1e-4) * std::max(1.0, scale);
+  // bf16: the two executors round differently (BN folding, fused epilogues): ~2^-8 per layer.
+  const double tol = (d.dtype == at::kBFloat16 ? 5e-2 : device.is_cuda() ? 2e-2 : 1e-4) * std::max(1.0, scale);
   const bool ok = std::isfinite(err) && err <= tol;
   o << "\ncheck-compile: " << cfg.denoiser.architecture << " " << nn::shape_string(shape) << " on " << device.str()
     << ": compile " << d.compile_seconds() << " s, max |compiled - eager| = " << err << " (tolerance " << tol << "): "

@@ -38,8 +38,17 @@ class Executor {
 at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& params,
                       double sigma, const at::Tensor& sigma_per_sample = {}, bool training = false);
 
+// The compute dtypes every executor accepts: float32, float64 and bfloat16 (activations and
+// weights in bf16; cuDNN and oneDNN convolutions accumulate in fp32). Throws InputError naming
+// `who` for any other dtype.
+void require_executor_dtype(const char* who, at::ScalarType t);
+// "float32", "float64" or "bfloat16" (the names the Python exporter takes); InputError otherwise.
+std::string dtype_name(at::ScalarType t);
+// The inverse of dtype_name; InputError naming `what` (e.g. "--dtype") for any other name.
+at::ScalarType parse_dtype(const std::string& name, const std::string& what);
+
 // Weights are checked against the graph (InputError listing bad keys) and copied to
-// device/dtype once. dtype kFloat or kDouble.
+// device/dtype once. dtype kFloat, kDouble or kBFloat16.
 std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device,
                                      at::ScalarType dtype = at::kFloat);
 
