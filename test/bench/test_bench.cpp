@@ -1,6 +1,6 @@
 // pnp_bench: the sweep TOML (the study's grid, errors naming key and line, round trip), an
 // in-process tiny sweep (rows, skipped backends, roofline counts) and the program's exit codes.
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <sstream>
 

@@ -1,5 +1,5 @@
 // Runs under mpiexec with several rank counts (see CMakeLists.txt).
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include "pnp/comm.hpp"
 

@@ -1,4 +1,4 @@
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <fstream>
 

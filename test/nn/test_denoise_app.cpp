@@ -1,7 +1,7 @@
 // pnp_denoise end to end: a stack of 2D slices through a small DnCNN in patches equals the
 // eager executor; bad input ends with one `error: ...` line and exit code 2.
 #include <ATen/ATen.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 #include <sys/wait.h>
 
 #include <cstdlib>

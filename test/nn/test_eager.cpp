@@ -1,7 +1,7 @@
 // The eager executor against hand-written ATen calls, float64 against float32, CPU against CUDA.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/models.hpp"

@@ -6,7 +6,7 @@
 // every run compiles each IR once (~40 s each on 2 cores).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <chrono>
 #include <filesystem>

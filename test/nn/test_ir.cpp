@@ -1,5 +1,5 @@
 // IR and builders: deepinv parameter counts and keys, shape inference, receptive radius.
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <fstream>
 #include <map>

@@ -3,7 +3,7 @@
 // time; options off; a hand-made conv+add+relu graph. CUDA cases run when a GPU is present.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <map>
 

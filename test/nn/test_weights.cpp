@@ -1,6 +1,6 @@
 // Seeded initialisation and the HDF5 weights format.
 #include <ATen/ATen.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include "pnp/io.hpp"
 #include "pnp/nn/models.hpp"

@@ -4,7 +4,7 @@
 #include <pnp/phantom.hpp>
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <barrier>
 #include <cmath>

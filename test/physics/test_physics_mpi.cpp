@@ -2,7 +2,7 @@
 // projections equal the full projection and the operator norm equals the 1-rank value.
 #include "physics_test_util.hpp"
 
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 #include <mpi.h>
 
 using namespace pnp::physics;

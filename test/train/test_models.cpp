@@ -4,7 +4,7 @@
 // the recorded validation PSNR. The demo's DnCNN must gain >= 6 dB over the noisy input at sigma
 // 0.05 (the held-out criterion); the small DRUNet, trained for under a minute, must gain.
 #include <ATen/ATen.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <cmath>
 #include <cstdio>

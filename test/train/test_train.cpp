@@ -2,7 +2,7 @@
 // eager executor, seed reproducibility of the loss curve, and resume continuing the same curve.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <fstream>
 #include <sstream>
