@@ -12,6 +12,7 @@
 
 #include "pnp/io.hpp"
 #include "pnp/nn/nn.hpp"
+#include "pnp/roofline.hpp"
 
 namespace po = boost::program_options;
 using namespace pnp;
@@ -80,7 +81,7 @@ std::vector<int64_t> network_shape(const std::vector<int64_t>& s, int dim, int c
 
 int run(int argc, char** argv) {
   std::string input, dataset, output, out_dataset, weights, save_weights_path, dump_ir, device_s, dtype_s, backend,
-      features_s;
+      features_s, counts_s;
   nn::DenoiserSpec spec;
   double sigma = 0.1;
   int64_t patch = 0, overlap = -1;
@@ -118,6 +119,9 @@ int run(int argc, char** argv) {
       ("patch", po::value(&patch)->default_value(0), "patch size in pixels along every axis; 0 = whole input")
       ("overlap", po::value(&overlap)->default_value(-1),
        "patch overlap in pixels; -1 = the receptive radius (result equals the un-patched one)")
+      ("counts", po::value(&counts_s),
+       "print the roofline counts (FLOPs, bytes, floors on A100/H100/H200) and the activation memory "
+       "of this comma-separated input shape (e.g. 1,1,4096,4096) at --dtype, and exit; needs no input")
       ("dump-ir", po::value(&dump_ir), "also write the denoiser IR as JSON to this file")
       ("save-weights", po::value(&save_weights_path), "also write the weights used to this HDF5 file");
   po::variables_map vm;
@@ -127,6 +131,14 @@ int run(int argc, char** argv) {
     return 0;
   }
   po::notify(vm);
+  if (!counts_s.empty()) {
+    spec.out_channels = spec.in_channels;
+    spec.pad = !no_pad;
+    if (!features_s.empty()) spec.features = parse_list(features_s, "features");
+    std::cout << roofline::report(nn::build(spec), parse_list(counts_s, "counts"),
+                                  at::elementSize(nn::parse_dtype(dtype_s, "--dtype")));
+    return 0;
+  }
   if (input.empty()) throw InputError("--input is required (see --help)");
   if (output.empty()) throw InputError("--output is required (see --help)");
   spec.out_channels = spec.in_channels;

@@ -38,6 +38,11 @@ struct Box {
 };
 std::string to_string(const Box& b);
 
+// "12.3 GiB" (binary units), for progress and plans.
+std::string human_bytes(double bytes);
+// "12.34 ms", "1.23 s", "2.5 min" or "3.1 h"; "-" for NaN.
+std::string human_seconds(double seconds);
+
 // 64-bit FNV-1a of the bytes of s, as 16 lowercase hex digits (content hashes, cache keys).
 std::string fnv1a_hex(std::string_view s);
 

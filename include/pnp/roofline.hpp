@@ -61,4 +61,29 @@ struct Counts {
 // Throws InputError (from shape inference) for impossible shapes.
 Counts count(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes = 4);
 
+// Device memory of one forward: a liveness walk over the topological order. Each value gets its
+// own buffer when its node runs, or shares its input's buffer, and a buffer is freed after the
+// last reader of every value in it. The caller's input and the returned output count as live.
+//   eager:  every op allocates, except crop (a view), pad with nothing to pad (the input), and
+//           an in-place ReLU on the last use of a computed value (nn.ReLU(inplace=True));
+//   native: also the fusions of pnp/nn/native.hpp write into the conv's buffer: a BN folded
+//           into its conv, conv -> relu and conv -> add on a single-reader conv; the sigma map is
+//           a broadcast view.
+// Convolution workspaces and allocator rounding are not included (pnp::plan_memory adds them).
+enum class ExecutorStyle { eager, native };
+struct ActivationMemory {
+  double peak_bytes = 0;      // most bytes live at once
+  std::string peak_node;      // the node during which the peak occurs
+  double largest_bytes = 0;   // the largest single value
+  double weights_bytes = 0;   // every parameter and buffer at element_bytes
+};
+ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t>& input_shape,
+                                   int64_t element_bytes, ExecutorStyle style);
+
+// A printable summary for one input shape (pnp_denoise --counts): FLOPs and bytes (ours and the
+// study's), intensity, the roofline floor on every GPU of peak_table() (the TF32 roof for 4-byte
+// elements, the BF16 roof for 2-byte ones, FP64 is not tabulated), and the activation memory of
+// both executor styles.
+std::string report(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes);
+
 }  // namespace pnp::roofline

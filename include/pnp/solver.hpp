@@ -63,6 +63,32 @@ Denoiser make_denoiser(const Config& cfg, at::Device device);
 // Path of a shipped model name ("dncnn_ct" -> <models dir>/dncnn_ct.h5), or the path itself.
 std::string resolve_weights(const std::string& weights);
 
+// Device memory of one rank, and the denoiser patch size that keeps it within
+// denoiser.memory_limit_gb. Estimated, in bytes, per call of the denoiser on the rank's
+// extended tile (or on each patch of it):
+//   solver       the PnP loop's images (x, z, extended z, gradient, truth, denoised tile) and
+//                sinograms (data, partial and full projection);
+//   weights      every parameter and buffer at the denoiser's precision;
+//   activations  roofline::activation_memory of the executor's style (eager for mode none and
+//                for the inductor backend, whose buffer plan is its own; native otherwise).
+//                A compiled backend keeps one executor, with its own buffers, per distinct
+//                patch shape: their peaks add up;
+//   workspace    convolution workspaces and allocator rounding. Calibrated on the H200
+//                (docs/performance.md, "Memory"): eager, 2 x the largest activation; native,
+//                10 % of its activations.
+// With memory_limit_gb > 0 and patch_size = 0 the patch is the largest aligned size whose
+// total fits (the whole tile when it fits); InputError when even the smallest patch (2 x
+// overlap + alignment) does not. An explicit patch_size is kept as given.
+struct MemoryPlan {
+  int64_t patch = 0;    // denoiser.patch_size to use (0 = the whole extended tile)
+  int64_t overlap = 0;  // patch overlap in pixels (the receptive radius unless configured)
+  int patch_shapes = 1;
+  double solver = 0, weights = 0, activations = 0, workspace = 0;
+  double total() const { return solver + weights + activations + workspace; }
+  std::string describe() const;  // one line
+};
+MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, int64_t angles, int64_t detectors);
+
 // Timing phases, in loop order; "total" is last.
 const std::vector<std::string>& pnp_phases();
 
@@ -81,6 +107,7 @@ struct PnpRecord {
   int64_t peak_bytes = 0;
   std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase
   int64_t bytes_sent = 0;                  // halo + allreduce payload sent by this rank in the loop
+  MemoryPlan memory;                       // the estimate, and the patch size the denoiser ran with
 };
 
 // Runs the PnP loop on this rank. `setup_start` is when the run began (for first_iteration).

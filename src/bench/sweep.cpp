@@ -58,18 +58,6 @@ void free_device_cache(at::Device d) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-std::string human_bytes(double b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-  return buf;
-}
-std::string human_s(double s) {
-  char buf[32];
-  if (std::isnan(s)) return "-";
-  if (s < 1.0) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.3f s", s);
-  return buf;
-}
 
 struct Timer {
   at::Device device;
@@ -206,8 +194,8 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
         progress << "[" << rows.size() << "/" << total << "] " << r.architecture << " " << r.shape << " " << r.backend
                  << ": ";
         if (r.status == "ok")
-          progress << "first " << human_s(r.first_call_s) << " (compile " << human_s(r.compile_s) << "), stable "
-                   << human_s(r.stable_s) << ", peak " << human_bytes(static_cast<double>(r.peak_memory_bytes))
+          progress << "first " << human_seconds(r.first_call_s) << " (compile " << human_seconds(r.compile_s) << "), stable "
+                   << human_seconds(r.stable_s) << ", peak " << human_bytes(static_cast<double>(r.peak_memory_bytes))
                    << ", " << r.flops / r.stable_s / 1e12 << " TFLOP/s (study FLOPs)\n";
         else
           progress << "skipped: " << r.reason << "\n";

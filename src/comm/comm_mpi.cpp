@@ -137,7 +137,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) { return std:
 std::unique_ptr<Communicator> make_communicator(const std::string& kind, MPI_Comm comm, at::Device device,
                                                 int local_size, int device_count) {
   bool cuda = device.is_cuda();
-  bool own_gpu = cuda && local_size <= device_count;
+  [[maybe_unused]] const bool own_gpu = cuda && local_size <= device_count;
   if (kind == "nccl") {
     if (!cuda) throw InputError("distributed.comm = \"nccl\" needs distributed.device = \"cuda\"");
 #ifndef PNP_HAVE_NCCL

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <exception>
@@ -26,6 +27,25 @@ std::string to_string(const Box& b) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "rows [%lld, %lld) x cols [%lld, %lld)", (long long)b.r0,
                 (long long)b.r1, (long long)b.c0, (long long)b.c1);
+  return buf;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, unit[u]);
+  return buf;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (std::isnan(s)) return "-";
+  if (s < 1) std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else if (s < 120) std::snprintf(buf, sizeof buf, "%.2f s", s);
+  else if (s < 7200) std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
+  else std::snprintf(buf, sizeof buf, "%.1f h", s / 3600);
   return buf;
 }
 

@@ -24,6 +24,16 @@ std::vector<PatchRange> patch_ranges(int64_t size, int64_t patch, int64_t overla
     const int64_t c1 = std::min(c0 + core, size);
     r.push_back({std::max<int64_t>(0, c0 - ov), std::min(size, c1 + ov), c0, c1});
   }
+  // Uniform extents: a range cut short by the border reaches further inwards, so every patch
+  // has the same input extent (one compiled shape instead of up to three per axis). Only where
+  // the widened start stays aligned; the extra context lies beyond the receptive radius of
+  // the kept core and does not change it.
+  const int64_t extent = core + 2 * ov;
+  if (extent < size)
+    for (auto& p : r) {
+      const int64_t in1 = std::min(size, p.in0 + extent), in0 = in1 - extent;
+      if (in0 >= 0 && in0 % alignment == 0) p.in0 = in0, p.in1 = in1;
+    }
   return r;
 }
 

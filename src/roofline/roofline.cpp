@@ -121,4 +121,111 @@ Counts count(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_
   return c;
 }
 
+ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t>& input_shape,
+                                   int64_t element_bytes, ExecutorStyle style) {
+  using nn::OpKind;
+  const auto shapes = nn::infer_shapes(g, input_shape);
+  const int n = static_cast<int>(g.nodes.size());
+  const double eb = static_cast<double>(element_bytes);
+  std::vector<std::vector<int>> readers(n);
+  for (const auto& nd : g.nodes)
+    for (int i : nd.inputs) readers[i].push_back(nd.id);
+  ActivationMemory m;
+  for (const auto& nd : g.nodes)
+    for (const auto& p : nd.params) m.weights_bytes += eb * numel(p.shape);
+
+  // buffer[v]: the value whose allocation v lives in.
+  std::vector<int> buffer(n);
+  const bool native = style == ExecutorStyle::native;
+  auto single_reader_conv = [&](int v) {
+    return v != 0 && v != g.output() && readers[v].size() == 1 && g.nodes[v].op == OpKind::conv;
+  };
+  for (const auto& nd : g.nodes) {
+    const int id = nd.id;
+    buffer[id] = id;
+    if (id == 0) continue;
+    const int in = nd.inputs.empty() ? -1 : nd.inputs[0];
+    bool alias = false;
+    switch (nd.op) {
+      case OpKind::crop:
+        alias = true;
+        break;
+      case OpKind::pad: {
+        bool any = false;
+        for (int d = 0; d < g.dim; ++d) any = any || shapes[id][2 + d] != shapes[in][2 + d];
+        alias = !any;
+        break;
+      }
+      case OpKind::sigma_channel:
+        alias = native;  // eager: a full [B, 1, ...] map; native: an expanded one-element buffer
+        break;
+      case OpKind::relu: {
+        const OpKind p = g.nodes[in].op;
+        const bool last = readers[in].size() == 1 || readers[in].back() == id;
+        alias = (native && single_reader_conv(in)) ||
+                (nd.attrs.inplace && last && p != OpKind::input && p != OpKind::pad && p != OpKind::crop);
+        break;
+      }
+      case OpKind::batch_norm:
+      case OpKind::add:
+        alias = native && single_reader_conv(in);
+        break;
+      default:
+        break;
+    }
+    if (alias) buffer[id] = buffer[in];
+  }
+  // A buffer lives until the last reader of any value in it; the output lives to the end.
+  std::vector<int> end(n, -1);
+  for (int v = 0; v < n; ++v) {
+    int last = v;
+    for (int r : readers[v]) last = std::max(last, r);
+    if (v == g.output()) last = n;
+    end[buffer[v]] = std::max(end[buffer[v]], last);
+  }
+  double live = 0;
+  for (int v = 0; v < n; ++v) {
+    m.largest_bytes = std::max(m.largest_bytes, eb * numel(shapes[v]));
+    if (buffer[v] == v) live += eb * numel(shapes[v]);
+    if (live > m.peak_bytes) {
+      m.peak_bytes = live;
+      m.peak_node = g.nodes[v].name;
+    }
+    for (int b = 0; b <= v; ++b)
+      if (buffer[b] == b && end[b] == v) live -= eb * numel(shapes[b]);
+  }
+  return m;
+}
+
+std::string report(const nn::Graph& g, const std::vector<int64_t>& shape, int64_t element_bytes) {
+  const Counts c = count(g, shape, element_bytes);
+  const auto me = activation_memory(g, shape, element_bytes, ExecutorStyle::eager);
+  const auto mn = activation_memory(g, shape, element_bytes, ExecutorStyle::native);
+  char b[512];
+  std::string o;
+  auto line = [&](const char* fmt, auto... v) {
+    std::snprintf(b, sizeof b, fmt, v...);
+    o += b;
+  };
+  line("%s %dD, input %s, %lld-byte elements, %lld parameters\n", g.architecture.c_str(), g.dim,
+       nn::shape_string(shape).c_str(), static_cast<long long>(element_bytes),
+       static_cast<long long>(g.parameter_count()));
+  line("  FLOPs        %.4g TFLOP (study convention %.4g), %.0f MAC/pixel\n", c.flops / 1e12, c.flops_study / 1e12,
+       c.macs_per_pixel());
+  line("  bytes        %.4g GB moved by the ops (study convention %.4g)\n", c.bytes / 1e9, c.bytes_study / 1e9);
+  line("  intensity    %.1f FLOP/B (study %.1f)\n", c.intensity(), c.intensity_study());
+  for (const auto& p : peak_table()) {
+    const double roof = element_bytes == 2 ? p.bf16_tflops : p.tf32_tflops;
+    const double t = std::max(c.flops / (roof * 1e12), c.bytes / (p.hbm_tbps * 1e12));
+    line("  floor %-5s  %.4g ms (%s roof %.0f TF/s, HBM %.2f TB/s: %s-bound)\n", p.name.c_str(), t * 1e3,
+         element_bytes == 2 ? "BF16" : "TF32", roof, p.hbm_tbps,
+         c.flops / (roof * 1e12) >= c.bytes / (p.hbm_tbps * 1e12) ? "compute" : "memory");
+  }
+  line("  weights      %.4g GB\n", me.weights_bytes / 1e9);
+  line("  activations  eager %.4g GB peak (at %s), native %.4g GB peak (at %s); workspaces not included\n",
+       me.peak_bytes / 1e9, me.peak_node.c_str(), mn.peak_bytes / 1e9, mn.peak_node.c_str());
+  return o;
+}
+
 }  // namespace pnp::roofline
+

@@ -19,14 +19,6 @@ const std::vector<std::string>& pnp_phases() {
 
 namespace {
 enum Phase { FP, ALLREDUCE, BP, STEP, HALO, DENOISE, CLAMP, GRAD_REGION, DEN_REGION };
-
-std::string format_seconds(double s) {
-  char buf[32];
-  if (s < 1) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
-  else if (s < 120) std::snprintf(buf, sizeof buf, "%.2f s", s);
-  else std::snprintf(buf, sizeof buf, "%.1f min", s / 60);
-  return buf;
-}
 }  // namespace
 
 PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob, Denoiser& den,
@@ -89,7 +81,13 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   PhaseTimer timer(device, timer_phases, iters);
   const int64_t bytes_before = comm.bytes_sent();
   const bool progress = cfg.output.progress && rank == 0;
-  const int64_t overlap = cfg.denoiser.patch_overlap > 0 ? cfg.denoiser.patch_overlap : -1;  // -1: receptive radius
+  // Patch size: as configured, or chosen within denoiser.memory_limit_gb.
+  rec.memory = plan_memory(cfg, den.graph, me.ext, prob.geom.n_angles(), prob.geom.n_det);
+  const int64_t patch = rec.memory.patch, overlap = rec.memory.overlap;
+  if (progress && (cfg.denoiser.memory_limit_gb > 0 || patch > 0)) {
+    std::printf("memory rank 0: %s\n", rec.memory.describe().c_str());
+    std::fflush(stdout);
+  }
   at::Tensor z4 = z_ext.view({1, 1, me.ext.rows(), me.ext.cols()});
 
   // The two regions of one step. `timed` brackets each phase with events (not inside a
@@ -116,7 +114,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
     ph(HALO, [&] { comm.halo_exchange(z_ext, d); });
     at::Tensor d_own;
     ph(DENOISE, [&] {
-      at::Tensor dz = nn::denoise_patched(*den.executor, z4, cfg.denoiser.sigma, cfg.denoiser.patch_size, overlap);
+      at::Tensor dz = nn::denoise_patched(*den.executor, z4, cfg.denoiser.sigma, patch, overlap);
       d_own = dz.view({me.ext.rows(), me.ext.cols()})
                   .narrow(0, own.r0 - me.ext.r0, own.rows())
                   .narrow(1, own.c0 - me.ext.c0, own.cols());
@@ -207,7 +205,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
       if (it == 0 && device.is_cuda())
         std::printf("(progress uses the host clock; GPU work is queued asynchronously, phase times come from events)\n");
       std::printf("iteration %4lld/%lld  %10s  elapsed %10s  ETA %10s", (long long)(it + 1), (long long)iters,
-                  format_seconds(elapsed).c_str(), format_seconds(since).c_str(), format_seconds(eta).c_str());
+                  human_seconds(elapsed).c_str(), human_seconds(since).c_str(), human_seconds(eta).c_str());
       if (metrics) {
         if (prob.has_truth()) std::printf("  PSNR %6.2f dB", rec.psnr[static_cast<size_t>(it)]);
         std::printf("  residual %.3e", rec.residual[static_cast<size_t>(it)]);

@@ -121,22 +121,27 @@ int cuda_device_count() {
   return at::detail::getCUDAHooks().hasCUDA() ? at::detail::getCUDAHooks().deviceCount() : 0;
 }
 
-std::string human_bytes(double b) {
-  char buf[32];
-  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) b /= 1024, ++u;
-  std::snprintf(buf, sizeof buf, "%.1f %s", b, unit[u]);
-  return buf;
+// Angles and detector bins of the configured geometry (a sinogram file may hold other angles).
+std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg) {
+  const int64_t n = cfg.problem.size;
+  return {cfg.problem.angles,
+          cfg.problem.detector ? cfg.problem.detector : static_cast<int64_t>(std::ceil(std::sqrt(2.0) * double(n)))};
 }
 
-// Memory per rank: image buffers, sinograms, weights and the largest activations of the
-// denoiser on the extended tile (eager frees intermediates; skips keep some alive).
+// The memory plan of every rank (plan_memory), computed identically on all ranks, so that a
+// memory limit too small for some tile fails collectively before any work.
+std::vector<MemoryPlan> memory_plans(const Config& cfg, const Decomposition& d, const nn::Graph& g) {
+  const auto [k, det] = sinogram_dims(cfg);
+  std::vector<MemoryPlan> plans;
+  for (const auto& t : d.tiles) plans.push_back(plan_memory(cfg, g, t.ext, k, det));
+  return plans;
+}
+
 std::string plan_text(const Config& cfg, const Decomposition& d, const nn::Graph& g, int ranks, at::Device dev,
                       const std::string& comm_kind) {
   std::ostringstream os;
-  int64_t n = cfg.problem.size, k = cfg.problem.angles;
-  int64_t det = cfg.problem.detector ? cfg.problem.detector : static_cast<int64_t>(std::ceil(std::sqrt(2.0) * double(n)));
+  const int64_t n = cfg.problem.size;
+  const auto [k, det] = sinogram_dims(cfg);
   os << "problem      " << n << " x " << n << " image, " << k << " angles, " << det << " detector bins, "
      << (cfg.problem.sinogram.empty() ? "phantom " + cfg.problem.phantom + " generated in memory"
                                       : "sinogram " + cfg.problem.sinogram)
@@ -150,23 +155,10 @@ std::string plan_text(const Config& cfg, const Decomposition& d, const nn::Graph
   os << "compile      mode " << cfg.compile.mode << ", backend " << cfg.compile.backend << "\n";
   os << "ranks        " << ranks << " on " << (dev.is_cuda() ? "CUDA" : "CPU") << ", communication " << comm_kind << "\n";
   os << "decomposition " << d.describe();
-  double weights = 4.0 * double(g.parameter_count());
-  double largest = 0;
-  for (const auto& t : d.tiles) {
-    auto shapes = nn::infer_shapes(g, {1, cfg.denoiser.channels, t.ext.rows(), t.ext.cols()});
-    double big = 0, sum = 0;
-    for (const auto& s : shapes) {
-      double e = 4.0 * double(std::accumulate(s.begin(), s.end(), int64_t{1}, std::multiplies<>()));
-      big = std::max(big, e);
-      sum += e;
-    }
-    double images = 4.0 * double(t.ext.size()) * 4 + 4.0 * double(k * det) * 3;
-    double est = images + weights + std::min(sum, 4 * big);
-    largest = std::max(largest, est);
-    os << "memory       rank " << t.rank << ": about " << human_bytes(est) << " (images and sinograms "
-       << human_bytes(images) << ", weights " << human_bytes(weights) << ", denoiser activations ~4 x largest "
-       << human_bytes(big) << ")\n";
-  }
+  const auto plans = memory_plans(cfg, d, g);
+  if (cfg.denoiser.memory_limit_gb > 0)
+    os << "memory limit " << cfg.denoiser.memory_limit_gb << " GB per rank (denoiser.memory_limit_gb)\n";
+  for (size_t r = 0; r < plans.size(); ++r) os << "memory       rank " << r << ": " << plans[r].describe() << "\n";
   return os.str();
 }
 
@@ -233,6 +225,7 @@ void print_phase_table(const Communicator& comm, const PnpRecord& rec, int64_t w
 struct Gathered {
   std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
   std::vector<double> wall, peak, sent;    // [iterations x ranks], [ranks], [ranks]
+  std::vector<double> patch, estimate;     // [ranks]: denoiser patch size used, memory estimate
   std::vector<double> region_gradient, region_denoise;  // [iterations x ranks]
   std::vector<std::vector<double>> phase_peak;  // [phase] -> [ranks]
   double first = 0, stable = 0, compile = 0;
@@ -288,6 +281,14 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_scalar(f, "/timings/compile", g.compile, "s", "compile cost alone (max over ranks)");
   std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
   io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B", "peak device memory allocated by each rank (0 on CPU)");
+  std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), patch(g.patch.begin(), g.patch.end());
+  io::write(f, "/memory/estimated_bytes", est.data(), {ranks}, "B",
+            "device memory estimated before the run for each rank (solver state, weights, denoiser activations, "
+            "workspace allowance; pnp::plan_memory)");
+  io::write(f, "/memory/patch_size", patch.data(), {ranks}, "px",
+            "denoiser patch size each rank ran with (0 = whole extended tile): denoiser.patch_size, or chosen "
+            "within denoiser.memory_limit_gb");
+  io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
   for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
     std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());
     io::write(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], pp.data(), {ranks}, "B",
@@ -383,6 +384,7 @@ int recon_main(int argc, char** argv) {
       decomp = plan_decomposition(cfg.problem.size, mpi.size(), cfg.distributed.decomposition, cfg.distributed.grid,
                                   halo, graph.alignment());
       nn::infer_output_shape(graph, {1, cfg.denoiser.channels, decomp.tile(rank).ext.rows(), decomp.tile(rank).ext.cols()});
+      memory_plans(cfg, decomp, graph);  // InputError on every rank when a memory limit cannot be met
       if (rank == 0 && !cli.dry_run && !cli.check_compile) io::check_output_path(cfg.output.file, cfg.output.force);
     });
     if (cli.check_compile) {
@@ -437,6 +439,8 @@ int recon_main(int argc, char** argv) {
     g.wall = gather_columns(*comm, rec.wall);
     g.peak = gather_columns(*comm, {double(rec.peak_bytes)});
     g.sent = gather_columns(*comm, {double(rec.bytes_sent)});
+    g.patch = gather_columns(*comm, {double(rec.memory.patch)});
+    g.estimate = gather_columns(*comm, {rec.memory.total()});
     for (int64_t b : rec.phase_peak_bytes) g.phase_peak.push_back(gather_columns(*comm, {double(b)}));
     g.first = comm->max(rec.first_iteration);
     g.stable = comm->max(stable_mean(rec.total, cfg.solver.stable_window));
@@ -453,6 +457,12 @@ int recon_main(int argc, char** argv) {
                   g.compile, rec.step,
                   last >= 0 ? (", final PSNR " + std::to_string(rec.psnr[size_t(last)]) + " dB").c_str() : "");
       if (device.is_cuda()) std::printf("peak device memory %s (max over ranks)\n", human_bytes(peak).c_str());
+      const double limit = cfg.denoiser.memory_limit_gb * 1e9;
+      if (device.is_cuda() && limit > 0 && peak > limit)
+        std::printf("warning: the peak %s exceeded denoiser.memory_limit_gb = %g GB: the estimate (%s) was short; "
+                    "set a smaller denoiser.patch_size, and please report this case\n",
+                    human_bytes(peak).c_str(), cfg.denoiser.memory_limit_gb,
+                    human_bytes(*std::max_element(g.estimate.begin(), g.estimate.end())).c_str());
       write_output(cfg, decomp, *comm, prob, rec, g, image, device);
       std::printf("wrote %s\n", cfg.output.file.c_str());
     }

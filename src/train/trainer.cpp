@@ -35,11 +35,6 @@ std::string fmt(const char* f, double v) {
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
-std::string format_seconds(double s) {
-  if (s < 120) return fmt("%.1f s", s);
-  if (s < 7200) return fmt("%.1f min", s / 60);
-  return fmt("%.1f h", s / 3600);
-}
 
 double learning_rate(const TrainSettings& t, int64_t step, int64_t total) {
   if (step < t.warmup) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup);
@@ -382,7 +377,7 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
       out << "step " << s.step << "/" << s.planned << "  loss " << fmt("%.3e", s.loss.back()) << "  lr " << fmt("%.2e", lr);
       if (!std::isnan(last_val))
         out << "  val PSNR " << fmt("%.2f", last_val) << " dB (" << fmt("%+.2f", last_val - vs.noisy_psnr) << ")";
-      out << "  " << fmt("%.1f", rate) << " step/s  ETA " << format_seconds(static_cast<double>(s.planned - s.step) / rate)
+      out << "  " << fmt("%.1f", rate) << " step/s  ETA " << human_seconds(static_cast<double>(s.planned - s.step) / rate)
           << "\n";
       out.flush();
     }
@@ -464,7 +459,7 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
     fs::rename(tmp, sidecar);
   }
   if (cfg.output.progress) {
-    out << "done: " << s.step << " steps in " << format_seconds(r.total_seconds) << ", validation PSNR "
+    out << "done: " << s.step << " steps in " << human_seconds(r.total_seconds) << ", validation PSNR "
         << fmt("%.2f", final_psnr) << " dB (noisy " << fmt("%.2f", vs.noisy_psnr) << " dB, gain "
         << fmt("%+.2f", final_psnr - vs.noisy_psnr) << " dB)\n"
         << "wrote " << cfg.output.weights << ", " << sidecar.string() << ", " << cfg.output.log << "\n";

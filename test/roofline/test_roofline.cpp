@@ -1,5 +1,5 @@
 // Roofline counts at 2048^2 against independent hand counts, and the peak table.
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include "pnp/nn/models.hpp"
 #include "pnp/roofline.hpp"
@@ -101,4 +101,38 @@ TEST_CASE("peak table and ridge points") {
   Counts d = count(make("dncnn", 2, 3), {1, 3, 2048, 2048});
   MESSAGE("DnCNN 2048^2 intensity (study) " << d.intensity_study() << " FLOP/B, ours " << d.intensity());
   CHECK(d.intensity_study() > 0);
+}
+
+TEST_CASE("activation memory: liveness hand counts, eager and native styles, bf16 halves it") {
+  // DnCNN depth 3, 4 features, 8x8 float32: x (256 B) lives to the residual add; in_conv
+  // (1024 B, ReLU in place) lives until conv_list.0 has read it, so during conv_list.0 x, its
+  // input and its output (1024 B) are live: 2304 B. The add allocates 256 B in eager and
+  // writes into out_conv's buffer in native; neither changes the peak.
+  DenoiserSpec s;
+  s.architecture = "dncnn";
+  s.features = {4};
+  s.blocks = 3;
+  const Graph d = build(s);
+  for (auto style : {ExecutorStyle::eager, ExecutorStyle::native}) {
+    const auto m = activation_memory(d, {1, 1, 8, 8}, 4, style);
+    CHECK(m.peak_bytes == 2304);
+    CHECK(m.peak_node == "conv_list.0");
+    CHECK(m.largest_bytes == 1024);
+    CHECK(m.weights_bytes == 4.0 * double(d.parameter_count()));
+  }
+  // DRUNet (1 channel) at 512^2: a full-resolution ResBlock holds the head output (skip to the
+  // tail), the block input, the conv1 output (ReLU in place) and the conv2 output: 4 x 64 x
+  // H x W x 4 B, plus what the lower levels keep (at most a few percent more).
+  const Graph g = make("drunet", 2, 1);
+  const double full = 64.0 * 512 * 512 * 4;
+  const auto e = activation_memory(g, {1, 1, 512, 512}, 4, ExecutorStyle::eager);
+  const auto n = activation_memory(g, {1, 1, 512, 512}, 4, ExecutorStyle::native);
+  CHECK(e.largest_bytes == full);
+  CHECK(e.peak_bytes >= 4 * full);
+  CHECK(e.peak_bytes < 4.1 * full);
+  CHECK(n.peak_bytes <= e.peak_bytes);
+  const auto e16 = activation_memory(g, {1, 1, 512, 512}, 2, ExecutorStyle::eager);
+  CHECK(e16.peak_bytes == e.peak_bytes / 2);
+  CHECK(e16.weights_bytes == e.weights_bytes / 2);
+  CHECK_THROWS_AS(activation_memory(g, {1, 2, 64, 64}, 4, ExecutorStyle::eager), InputError);
 }

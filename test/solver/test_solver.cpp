@@ -1,5 +1,5 @@
 // run_pnp under mpiexec (1 and 2 ranks): with the identity denoiser PnP is gradient descent.
-#include <doctest/doctest.h>
+#include "pnp_test.hpp"
 
 #include <cmath>
 #include <map>
@@ -132,4 +132,49 @@ TEST_CASE("bf16 denoiser: the solver state stays float32 and the reconstruction 
   Config bad = base;
   bad.denoiser.precision = "fp16";
   CHECK_THROWS_AS(make_denoiser(bad, at::kCPU), InputError);
+}
+
+TEST_CASE("memory plan: the largest aligned patch within denoiser.memory_limit_gb") {
+  Config c = gd_config();
+  c.problem.size = 1024;
+  c.denoiser.architecture = "drunet";
+  c.compile.mode = "pre";
+  const nn::Graph g = denoiser_graph(c.denoiser);
+  const Box ext{0, 1024, 0, 1024};
+  const MemoryPlan whole = plan_memory(c, g, ext, 100, 1449);
+  CHECK(whole.patch == 0);
+  CHECK(whole.overlap == nn::receptive_radius(g));
+  CHECK(whole.activations > 0);
+  CHECK(whole.total() == doctest::Approx(whole.solver + whole.weights + whole.activations + whole.workspace));
+
+  // A limit between the smallest patch and the whole tile: the chosen patch fits, the next
+  // aligned size up does not, and it is one compiled shape (uniform patches on a 1024 tile).
+  c.denoiser.memory_limit_gb = 0.6 * whole.total() / 1e9;
+  const MemoryPlan m = plan_memory(c, g, ext, 100, 1449);
+  CAPTURE(m.describe());
+  REQUIRE(m.patch > 0);
+  CHECK(m.patch % g.alignment() == 0);
+  CHECK(m.total() <= c.denoiser.memory_limit_gb * 1e9);
+  CHECK(m.patch_shapes == 1);
+  Config up = c;
+  up.denoiser.memory_limit_gb = 0;
+  up.denoiser.patch_size = m.patch + g.alignment();
+  CHECK(plan_memory(up, g, ext, 100, 1449).total() > c.denoiser.memory_limit_gb * 1e9);
+
+  // bf16 halves weights and activations, so a larger patch (or the whole tile) fits.
+  Config bf = c;
+  bf.denoiser.precision = "bf16";
+  const MemoryPlan mb = plan_memory(bf, g, ext, 100, 1449);
+  CHECK((mb.patch == 0 || mb.patch > m.patch));
+  CHECK(plan_memory(up, g, ext, 100, 1449).weights == doctest::Approx(2 * mb.weights));
+
+  // An explicit patch size is kept, limit or not.
+  Config fixed = c;
+  fixed.denoiser.patch_size = 400;
+  CHECK(plan_memory(fixed, g, ext, 100, 1449).patch == 400);
+
+  // A limit below the smallest patch: a clear error that names the numbers and the ways out.
+  c.denoiser.memory_limit_gb = 0.01;
+  CHECK_THROWS_WITH_AS(plan_memory(c, g, ext, 100, 1449), doctest::Contains("the smallest patch (392 px"), InputError);
+  CHECK_THROWS_WITH_AS(plan_memory(c, g, ext, 100, 1449), doctest::Contains("Raise the limit"), InputError);
 }

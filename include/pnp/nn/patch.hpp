@@ -20,7 +20,10 @@ struct PatchRange {
 };
 // The 1-D tiling of an axis of `size` for the given patch (input extent) and overlap;
 // `overlap` is rounded up and the core down to multiples of `alignment`. patch <= 0 or
-// patch >= size gives one range. Throws InputError when the patch is too small for the overlap.
+// patch >= size gives one range. Every range has the same input extent (core + 2 * overlap)
+// where its aligned start allows it, always when size is a multiple of the alignment: a
+// compiled backend then builds one patch shape. Throws InputError when the patch is too small
+// for the overlap.
 std::vector<PatchRange> patch_ranges(int64_t size, int64_t patch, int64_t overlap, int64_t alignment);
 
 // patch = 0: whole input (one call). overlap < 0: the executor's receptive radius.
