@@ -1,6 +1,7 @@
 """Checks pnp_recon outputs: the schema of docs/output_schema.md, and that runs on several
-rank counts give the 1-rank reconstruction to within 1e-5 relative.
-usage: check_recon.py REFERENCE.h5 OTHER.h5 ..."""
+rank counts give the 1-rank reconstruction to within 1e-5 relative. Outputs given as
+--patched=FILE must also have run the denoiser in patches (/memory/patch_size > 0 on every rank).
+usage: check_recon.py REFERENCE.h5 OTHER.h5 ... [--patched=OTHER.h5 ...]"""
 import sys
 
 import h5py
@@ -28,6 +29,8 @@ def check_schema(path):
             assert f["/timings/" + s].shape == ()
         assert f["/timings/first_iteration"][()] > f["/timings/stable_iteration"][()] > 0
         assert f["/memory/peak_bytes"].shape == (ranks,)
+        assert f["/memory/estimated_bytes"].shape == (ranks,) and np.all(f["/memory/estimated_bytes"][()] > 0)
+        assert f["/memory/patch_size"].shape == (ranks,) and np.all(f["/memory/patch_size"][()] >= 0)
         assert f["/decomposition/boxes"].shape == (ranks, 4)
         boxes = f["/decomposition/boxes"][()]
         n = f["/reconstruction"].shape[0]
@@ -38,13 +41,17 @@ def check_schema(path):
             if isinstance(obj, h5py.Dataset):
                 assert "units" in obj.attrs and "description" in obj.attrs, f"{path}: {name} lacks units/description"
         f.visititems(visit)
-        return f["/reconstruction"][()], f["/metrics/psnr"][()], ranks
+        return f["/reconstruction"][()], f["/metrics/psnr"][()], ranks, f["/memory/patch_size"][()]
 
 
-ref, ref_psnr, _ = check_schema(sys.argv[1])
+ref, ref_psnr, _, _ = check_schema(sys.argv[1])
 assert np.abs(ref).max() > 0, "reconstruction is all zeros"
-for other in sys.argv[2:]:
-    x, psnr, ranks = check_schema(other)
+for arg in sys.argv[2:]:
+    other = arg.removeprefix("--patched=")
+    x, psnr, ranks, patch = check_schema(other)
+    if arg.startswith("--patched="):
+        assert np.all(patch > 0), f"{other}: expected a patched denoiser, got patch sizes {patch}"
+        print(f"{other}: patch sizes {patch}")
     rel = np.linalg.norm(x - ref) / np.linalg.norm(ref)
     print(f"{other}: {ranks} ranks, relative difference to 1 rank {rel:.3e}, PSNR {psnr[-1]:.4f} vs {ref_psnr[-1]:.4f} dB")
     assert rel < 1e-5, f"{other}: differs from the 1-rank reconstruction by {rel:.3e}"
