@@ -169,6 +169,27 @@ TEST_CASE("inductor == eager: DnCNN 2D, and the cache") {
   }
 }
 
+TEST_CASE("inductor in bf16 agrees with the float64 reference to bf16 rounding (DRUNet 2D)") {
+  // bf16 weights and activations through Inductor's CPU code: the same tolerance as the
+  // eager and native bf16 cases of test_native (relative L2 error < 1e-2).
+  const Graph g = make("drunet", 2, 1, {4, 8, 8, 8}, 1);
+  const std::vector<int64_t> shape{1, 1, 16, 16};
+  Weights w = random_weights(g, 4);
+  auto ind = make_inductor(g, w, at::kCPU, at::kBFloat16, shape, options());
+  CHECK(ind->package_path().find("bfloat16") != std::string::npos);
+  at::manual_seed(6);
+  at::Tensor x = at::rand(shape, at::kDouble);
+  at::Tensor ref = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.1);
+  at::Tensor yi = ind->forward(x, 0.1);
+  CHECK((yi.scalar_type() == at::kBFloat16));
+  auto rel = [&](const at::Tensor& y) { return (y.to(at::kDouble) - ref).norm().item<double>() / ref.norm().item<double>(); };
+  const double ei = rel(yi), ee = rel(make_eager(g, w, at::kCPU, at::kBFloat16)->forward(x, 0.1));
+  MESSAGE("DRUNet 2D bf16: compile " << ind->compile_seconds() << " s, rel err inductor " << ei << ", eager " << ee);
+  CHECK(ei > 0.0);
+  CHECK(ei < 1e-2);
+  CHECK(ee < 1e-2);
+}
+
 TEST_CASE("inductor == eager: DnCNN 3D") { check_equal(make("dncnn", 3, 1, {4}, 3), {1, 1, 6, 8, 5}); }
 TEST_CASE("inductor == eager: DRUNet 2D (sigma map, pad and crop)") {
   check_equal(make("drunet", 2, 1, {4, 8, 8, 8}, 1), {1, 1, 12, 10});
