@@ -80,6 +80,31 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
 // Writes c.output atomically; replaces an existing file when `overwrite` or c.force.
 void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool overwrite = false);
 
+// The machine's measured ceilings (METHOD.md): what the data-sheet roofs of roofline.hpp are
+// on this device. Copy bandwidth (a device-to-device copy; bytes read + written), dense matrix
+// products in TF32, plain FP32 and BF16 (2 m n k FLOP), and the DRUNet-shaped convolution
+// (64 -> 64 channels, 3x3, channels-last) in TF32, FP32 and BF16 (TF32 rows on CUDA only). Each kernel runs `warmup` times,
+// then `timed` times, each call synchronised and timed alone (device events on CUDA); the
+// median is reported. Inputs are random; outputs are poisoned with NaN before the timed calls
+// and a sample of them is checked against float64 afterwards.
+struct Ceiling {
+  std::string name;   // copy, matmul_{tf32,fp32,bf16}, conv3x3_{tf32,fp32,bf16}
+  std::string shape;  // e.g. "536870912" (elements), "8192x8192x8192" (m x n x k), "1x64x4096x4096"
+  double seconds = 0;  // median of the timed calls
+  double rate = 0;     // GB/s (copy) or TFLOP/s
+  std::string unit;    // "GB/s" or "TFLOP/s"
+  double error = 0;    // relative error of the checked sample against float64 (0 for copy: exact)
+};
+struct CeilingOptions {
+  std::string device = "cuda";
+  bool quick = false;  // small sizes (CI on CPU; seconds)
+  int warmup = 3, timed = 10;
+};
+std::vector<Ceiling> measure_ceilings(const CeilingOptions& o, std::ostream& progress);
+// /ceilings/<column> datasets (one row per kernel) and the provenance attributes.
+void write_ceilings(const std::string& path, const std::vector<Ceiling>& rows, const std::string& device,
+                    bool overwrite);
+
 // The program: pnp_bench CONFIG.toml [--quick] [--output FILE] [--force] [--help].
 // Exit codes: 0 ok, 2 input errors, 1 other errors (also when a row failed unexpectedly).
 int bench_main(int argc, char** argv);

@@ -66,4 +66,29 @@ void reset_device_peak(c10::Device d);
 // Device name ("NVIDIA H200", or "cpu").
 std::string device_name(c10::Device d);
 
+// Times single synchronised calls: device events on CUDA, the host clock on CPU. For
+// benchmarks (pnp_bench); the solver's loop uses PhaseTimer, which never synchronises.
+class CallTimer {
+ public:
+  explicit CallTimer(c10::Device device);
+  void sync() const;  // waits for the device (no-op on CPU)
+  // Seconds of one call of f, synchronised before and after.
+  template <class F>
+  double time(F&& f) const {
+    sync();
+    auto a = mark();
+    f();
+    return since(a);
+  }
+
+ private:
+  struct Mark {
+    std::unique_ptr<c10::Event> ev;
+    std::chrono::steady_clock::time_point host;
+  };
+  Mark mark() const;
+  double since(const Mark& a) const;  // records the end, synchronises, returns seconds
+  c10::Device device_;
+};
+
 }  // namespace pnp

@@ -58,34 +58,6 @@ void free_device_cache(at::Device d) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-
-struct Timer {
-  at::Device device;
-  c10::impl::DeviceGuardImplInterface* impl = nullptr;
-  explicit Timer(at::Device d) : device(d) {
-    if (d.is_cuda()) impl = const_cast<c10::impl::DeviceGuardImplInterface*>(c10::impl::getDeviceGuardImpl(d.type()));
-  }
-  void sync() const {
-    if (impl) impl->synchronizeDevice(device.index());
-  }
-  // One synchronised call, timed with device events (host clock on CPU).
-  template <class F>
-  double time(F&& f) const {
-    sync();
-    if (impl) {
-      c10::Event a(device.type(), c10::EventFlag::BACKEND_DEFAULT), b(device.type(), c10::EventFlag::BACKEND_DEFAULT);
-      a.record(impl->getStream(device));
-      f();
-      b.record(impl->getStream(device));
-      b.synchronize();
-      return a.elapsedTime(b) * 1e-3;
-    }
-    const auto t0 = Clock::now();
-    f();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-};
-
 }  // namespace
 
 std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
@@ -94,7 +66,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
   if (device.is_cuda()) at::empty({1}, at::TensorOptions().device(device));  // initialises the allocator
   const at::ScalarType dtype = nn::parse_dtype(c.dtype, "sweep dtype");
   const std::string gpu = device_name(device);
-  const Timer timer(device);
+  const CallTimer timer(device);
   const size_t total = c.architectures.size() * c.shapes.size() * c.backends.size();
   std::vector<Row> rows;
   progress << "pnp_bench: " << total << " configurations on " << gpu << " (" << c.dtype << "), " << c.warmup
@@ -261,13 +233,17 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
 int bench_main(int argc, char** argv) {
   namespace po = boost::program_options;
   try {
-    std::string config, output;
-    bool quick = false, force = false;
+    std::string config, output, device;
+    bool quick = false, force = false, ceilings = false;
     po::options_description opts("Options");
     opts.add_options()("help,h", "print this help and exit")(
         "quick", po::bool_switch(&quick), "run a tiny grid on the CPU (CI; seconds) instead of the configured one")(
         "output,o", po::value<std::string>(&output), "output HDF5 file (overrides output.file)")(
-        "force,f", po::bool_switch(&force), "overwrite an existing output file");
+        "force,f", po::bool_switch(&force), "overwrite an existing output file")(
+        "ceilings", po::bool_switch(&ceilings),
+        "instead of a sweep, measure the device's ceilings: copy bandwidth, TF32/FP32/BF16 matrix products "
+        "and the DRUNet 3x3 convolution (TF32, BF16); writes /ceilings to --output (default pnp_ceilings.h5)")(
+        "device", po::value<std::string>(&device), "with --ceilings: cpu, cuda or cuda:N (default: cuda if present)");
     po::options_description hidden;
     hidden.add_options()("config", po::value<std::string>(&config));
     po::positional_options_description pos;
@@ -282,7 +258,8 @@ int bench_main(int argc, char** argv) {
       throw InputError(std::string(e.what()) + " (see pnp_bench --help)");
     }
     if (vm.count("help")) {
-      std::cout << "pnp_bench CONFIG.toml [--quick] [--output FILE] [--force]\n\n"
+      std::cout << "pnp_bench CONFIG.toml [--quick] [--output FILE] [--force]\n"
+                   "pnp_bench --ceilings [--device cuda] [--quick] [--output FILE] [--force]\n\n"
                    "The denoiser sweep: architecture x shape x backend, timed (warm-up calls, then timed calls\n"
                    "each synchronised and timed with device events; stable = mean of the last ones), with\n"
                    "roofline counts, one HDF5 row per configuration (docs/output_schema.md, /results).\n"
@@ -292,6 +269,18 @@ int bench_main(int argc, char** argv) {
                 << opts;
       return 0;
     }
+    if (ceilings) {
+      CeilingOptions co;
+      co.device = !device.empty() ? device : at::hasCUDA() ? "cuda" : "cpu";
+      co.quick = quick;
+      if (output.empty()) output = "pnp_ceilings.h5";
+      io::check_output_path(output, force);
+      const auto rows = measure_ceilings(co, std::cout);
+      write_ceilings(output, rows, co.device, force);
+      std::cout << "pnp_bench: wrote " << rows.size() << " ceilings to " << output << "\n";
+      return 0;
+    }
+    if (!device.empty()) throw InputError("--device goes with --ceilings; a sweep takes sweep.device from its CONFIG");
     if (config.empty() && !quick)
       throw InputError("no configuration file given (usage: pnp_bench CONFIG.toml [--quick]; see --help)");
     SweepConfig c = config.empty() ? SweepConfig{} : load_sweep(config);

@@ -113,4 +113,31 @@ std::string device_name(c10::Device d) {
   return d.is_cuda() ? "cuda" : "cpu";
 }
 
+CallTimer::CallTimer(c10::Device device) : device_(device) {}
+
+void CallTimer::sync() const {
+  if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->synchronizeDevice(device_.index());
+}
+
+CallTimer::Mark CallTimer::mark() const {
+  Mark m;
+  if (device_.is_cuda()) {
+    m.ev = std::make_unique<c10::Event>(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+    m.ev->record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
+  }
+  m.host = std::chrono::steady_clock::now();
+  return m;
+}
+
+double CallTimer::since(const Mark& a) const {
+  if (a.ev) {
+    c10::Event b(device_.type(), c10::EventFlag::BACKEND_DEFAULT);
+    b.record(c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_));
+    b.synchronize();
+    return a.ev->elapsedTime(b) * 1e-3;
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a.host).count();
+}
+
 }  // namespace pnp
+

@@ -2,10 +2,15 @@
 // in-process tiny sweep (rows, skipped backends, roofline counts) and the program's exit codes.
 #include "pnp_test.hpp"
 
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "pnp/bench.hpp"
 #include "pnp/core.hpp"
+#include "pnp/io.hpp"
 
 using namespace pnp;
 using namespace pnp::bench;
@@ -124,4 +129,42 @@ TEST_CASE("pnp_bench exit codes") {
   CHECK(run({}) == 2);
   CHECK(run({"/nonexistent.toml"}) == 2);
   CHECK(run({"--no-such-flag"}) == 2);
+}
+
+TEST_CASE("ceilings: every kernel measured, checked against float64, written with provenance") {
+  CeilingOptions o;
+  o.device = "cpu";
+  o.quick = true;
+  o.warmup = 1;
+  o.timed = 3;
+  std::ostringstream progress;
+  const auto rows = measure_ceilings(o, progress);
+  // On a CPU the TF32 rows are left out (a tensor-core mode).
+  std::vector<std::string> names;
+  for (const auto& r : rows) names.push_back(r.name);
+  CHECK(names == std::vector<std::string>{"copy", "matmul_fp32", "matmul_bf16", "conv3x3_fp32", "conv3x3_bf16"});
+  for (const auto& r : rows) {
+    CAPTURE(r.name);
+    CHECK(r.seconds > 0);
+    CHECK(std::isfinite(r.rate));
+    CHECK(r.rate > 0);
+    CHECK(r.unit == (r.name == "copy" ? "GB/s" : "TFLOP/s"));
+    CHECK(r.error < (r.name.find("bf16") != std::string::npos ? 1e-2 : 1e-5));
+    if (r.name.find("bf16") != std::string::npos) CHECK(r.error > 0);  // really bf16
+  }
+  CHECK(progress.str().find("ceiling matmul_bf16 256x256x256") != std::string::npos);
+
+  const auto dir = std::filesystem::temp_directory_path() / ("pnp_ceilings_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "c.h5").string();
+  write_ceilings(path, rows, "cpu", false);
+  auto f = io::H5File::open(path);
+  CHECK(io::read<double>(f, "/ceilings/rate").data.size() == rows.size());
+  CHECK(io::read_attr_string(f, "/", "program") == "pnp_bench");
+  CHECK_THROWS_AS(write_ceilings(path, rows, "cpu", false), InputError);  // no silent overwrite
+  std::filesystem::remove(path);  // (not remove_all: libtorch.so exports its own copy, which crashes)
+  std::filesystem::remove(dir);
+
+  o.timed = 0;
+  CHECK_THROWS_AS(measure_ceilings(o, progress), InputError);
 }
