@@ -1,0 +1,169 @@
+// Times denoiser executors side by side (a measuring program, not a test; pnp_bench is the
+// sweep that writes HDF5). Seeded weights, a random input; per backend arm: the first call
+// (incl. compile), 5 warm-up calls, N timed calls each synchronised and timed alone (device
+// events on CUDA, host clock on CPU), stable = mean of the last 5; achieved TFLOP/s against
+// the roofline count at the run's element size; relative difference to the first arm; CUDA
+// peak memory. The inductor backend runs twice: cold (its cache entry removed, the exporter
+// runs) and warm (load only); on CUDA the warm forward is also captured in a CUDA graph and
+// replayed, as the post and fused placements do.
+//   nn_time ARCH CHANNELS SHAPE [--device cuda] [--dtype float32|bfloat16|float64]
+//           [--backends eager,native,inductor] [--timed 10] [--native cfag] [--mode default]
+//           [--cache DIR]
+// --native letters switch native options on: c channels-last, f fuse, a autotune, g CUDA graph.
+#include <ATen/ATen.h>
+#include <boost/program_options.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#ifdef PNP_HAVE_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "pnp/nn/inductor.hpp"
+#include "pnp/nn/native.hpp"
+#include "pnp/nn/nn.hpp"
+#include "pnp/roofline.hpp"
+#include "pnp/timing.hpp"
+
+using namespace pnp;
+namespace fs = std::filesystem;
+namespace po = boost::program_options;
+
+namespace {
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, sep);) out.push_back(t);
+  return out;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string arch, shape_s, dev_s, dtype_s, backends_s, native_s;
+    int channels = 1, timed = 10;
+    nn::InductorOptions io;
+    po::options_description opts("nn_time ARCH CHANNELS SHAPE(e.g. 4096x4096) [options]");
+    opts.add_options()("help,h", "print this help")("device", po::value(&dev_s)->default_value("cuda"), "cpu or cuda")(
+        "dtype", po::value(&dtype_s)->default_value("float32"), "float32, bfloat16 or float64")(
+        "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
+        "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
+        "native", po::value(&native_s)->default_value("cfag"), "native options on: c channels-last, f fuse, a autotune, g graph")(
+        "mode", po::value(&io.mode)->default_value("default"), "inductor mode: default or max-autotune")(
+        "cache", po::value(&io.cache_dir)->default_value(".pnp_cache_time"), "inductor cache directory");
+    po::options_description hidden;
+    hidden.add_options()("arch", po::value(&arch))("channels", po::value(&channels))("shape", po::value(&shape_s));
+    po::positional_options_description pos;
+    pos.add("arch", 1).add("channels", 1).add("shape", 1);
+    po::options_description all;
+    all.add(opts).add(hidden);
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+    if (vm.count("help") || shape_s.empty()) {
+      std::cout << opts << "\n";
+      return vm.count("help") ? 0 : 2;
+    }
+    if (timed < 5) throw InputError("--timed must be >= 5 (stable = mean of the last 5)");
+    nn::DenoiserSpec s;
+    s.architecture = arch;
+    s.in_channels = s.out_channels = channels;
+    std::vector<int64_t> shape{1, channels};
+    for (const auto& t : split(shape_s, 'x')) shape.push_back(std::stoll(t));
+    s.dim = static_cast<int>(shape.size()) - 2;
+    const at::Device device = dev_s == "cpu" ? at::Device(at::kCPU) : at::Device(dev_s);
+    const at::ScalarType dtype = nn::parse_dtype(dtype_s, "--dtype");
+    nn::NativeOptions nopt;
+    nopt.channels_last = native_s.find('c') != std::string::npos;
+    nopt.fuse = native_s.find('f') != std::string::npos;
+    nopt.autotune = native_s.find('a') != std::string::npos;
+    nopt.cuda_graph = native_s.find('g') != std::string::npos;
+
+    const auto g = nn::build(s);
+    const auto w = nn::init_weights(g, 1);
+    const at::Tensor x = at::rand(shape, at::TensorOptions().device(device));
+    const auto c = roofline::count(g, shape, at::elementSize(dtype));
+    const CallTimer timer(device);
+    std::vector<std::string> arms;
+    for (const auto& b : split(backends_s, ','))
+      if (b == "inductor") {
+        arms.insert(arms.end(), {"inductor-cold", "inductor-warm"});
+        const std::string pkg = nn::inductor_package_path(g, shape, dtype, device, io);
+        for (const auto& ext : {"", ".json", ".log", ".ir.json"}) fs::remove(pkg + ext);
+      } else if (b == "eager" || b == "native") {
+        arms.push_back(b);
+      } else {
+        throw InputError("--backends: unknown backend '" + b + "' (eager, native, inductor)");
+      }
+    at::Tensor ref;
+    for (const auto& arm : arms) {
+      reset_device_peak(device);
+      timer.sync();
+      const auto t0 = std::chrono::steady_clock::now();
+      std::unique_ptr<nn::Executor> ex;
+      double compile = 0;
+      std::string info;
+      if (arm == "eager") {
+        ex = nn::make_eager(g, w, device, dtype);
+      } else if (arm == "native") {
+        auto n = nn::make_native(g, w, device, dtype, shape, nopt);
+        compile = n->compile_seconds();
+        info = std::to_string(n->fusions().size()) + " fusions, graph " + (n->graph_captured() ? "yes" : "no");
+        for (const auto& note : n->notes()) info += "; " + note;
+        ex = std::move(n);
+      } else {
+        auto n = nn::make_inductor(g, w, device, dtype, shape, io);
+        compile = n->compile_seconds();
+        info = std::string(n->compiled_here() ? "compiled" : "cache hit") + " (" + io.mode + "), exporter " +
+               std::to_string(n->exporter_seconds()) + " s, load " + std::to_string(n->load_seconds()) + " s";
+        ex = std::move(n);
+      }
+      at::Tensor y = ex->forward(x, 0.1).to(at::kFloat).clone();
+      timer.sync();
+      const double first = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!ref.defined()) ref = y;
+      const double err = (y - ref).norm().item<double>() / ref.norm().item<double>();
+      for (int i = 1; i < 5; ++i) ex->forward(x, 0.1);
+      std::vector<double> t;
+      for (int i = 0; i < timed; ++i) t.push_back(timer.time([&] { ex->forward(x, 0.1); }));
+      double stable = 0;
+      for (size_t i = t.size() - 5; i < t.size(); ++i) stable += t[i] / 5;
+      std::cout << "nn_time " << g.architecture << " " << nn::shape_string(shape) << " " << device.str() << " "
+                << dtype_s << " " << arm << ": first " << first << " s (compile " << compile << " s), stable "
+                << stable * 1e3 << " ms, " << c.flops / stable / 1e12 << " TFLOP/s, rel. diff to " << arms.front()
+                << " " << err << ", peak " << device_peak_bytes(device) / 1e9 << " GB" << (info.empty() ? "" : ", ")
+                << info << std::endl;
+#ifdef PNP_HAVE_CUDA
+      if (arm == "inductor-warm" && device.is_cuda()) {  // capturable, as post/fused need
+        at::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
+        at::cuda::CUDAGraph graph;
+        at::Tensor yg;
+        timer.sync();
+        {
+          c10::cuda::CUDAStreamGuard sg(side);
+          graph.capture_begin();
+          yg = ex->forward(x, 0.1);
+          graph.capture_end();
+        }
+        timer.sync();
+        graph.replay();
+        timer.sync();
+        std::cout << "nn_time inductor capture: CUDA graph replay rel. diff to " << arms.front() << " "
+                  << ((yg.to(at::kFloat) - ref).norm().item<double>() / ref.norm().item<double>()) << std::endl;
+      }
+#endif
+    }
+    return 0;
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
