@@ -1,13 +1,28 @@
-// Shared by the denoiser tests: seeded weights with non-trivial batch-norm statistics (so
+// Shared by the denoiser tests: graphs by architecture, seeded weights with non-trivial batch-norm statistics (so
 // that BN folding and inference BN matter) and seeded random inputs (never zeros).
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "pnp/nn/models.hpp"
 #include "pnp/nn/weights.hpp"
 
 namespace pnp::nn::test {
+
+// The denoiser of `arch` with the given channels; empty features / blocks = -1: defaults.
+inline Graph make(std::string arch, int dim, int cin, int cout, std::vector<int64_t> f = {}, int blocks = -1,
+                  bool pad = true) {
+  DenoiserSpec s;
+  s.architecture = std::move(arch);
+  s.dim = dim;
+  s.in_channels = cin;
+  s.out_channels = cout;
+  s.features = std::move(f);
+  s.blocks = blocks;
+  s.pad = pad;
+  return build(s);
+}
 
 // float32 weights: init_weights(g, seed) with the BN weight, bias, running mean and
 // running variance replaced by seeded values away from the identity.

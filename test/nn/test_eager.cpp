@@ -11,16 +11,7 @@ using namespace pnp;
 using namespace pnp::nn;
 
 namespace {
-Graph make(std::string arch, int dim, int cin, int cout, std::vector<int64_t> f = {}, int blocks = -1) {
-  DenoiserSpec s;
-  s.architecture = std::move(arch);
-  s.dim = dim;
-  s.in_channels = cin;
-  s.out_channels = cout;
-  s.features = std::move(f);
-  s.blocks = blocks;
-  return build(s);
-}
+using nn::test::make;
 
 // Seeded weights with non-trivial batch-norm statistics, in float64.
 Weights random_weights(const Graph& g, uint64_t seed) {

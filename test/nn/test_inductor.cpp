@@ -27,13 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks = -1) {
-  DenoiserSpec s;
-  s.architecture = std::move(arch);
-  s.dim = dim;
-  s.in_channels = s.out_channels = c;
-  s.features = std::move(f);
-  s.blocks = blocks;
-  return build(s);
+  return nn::test::make(std::move(arch), dim, c, c, std::move(f), blocks);
 }
 
 using test::random_weights;

@@ -6,23 +6,14 @@
 #include <sstream>
 
 #include "pnp/nn/models.hpp"
+#include "nn_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace pnp;
 using namespace pnp::nn;
 
 namespace {
-Graph make(std::string arch, int dim, int cin, int cout, std::vector<int64_t> f = {}, int blocks = -1, bool pad = true) {
-  DenoiserSpec s;
-  s.architecture = std::move(arch);
-  s.dim = dim;
-  s.in_channels = cin;
-  s.out_channels = cout;
-  s.features = std::move(f);
-  s.blocks = blocks;
-  s.pad = pad;
-  return build(s);
-}
+using nn::test::make;
 std::string dims(const std::vector<int64_t>& s) {
   std::string o;
   for (size_t i = 0; i < s.size(); ++i) o += (i ? "x" : "") + std::to_string(s[i]);
