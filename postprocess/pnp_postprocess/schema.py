@@ -31,6 +31,8 @@ RECON_DATASETS = {
     "/timings/compile": ("s", True),
     "/memory/peak_bytes": ("B", True),
     **{f"/memory/phase_peak_bytes/{p}": ("B", False) for p in PHASES},
+    "/memory/estimated_bytes": ("B", False),
+    "/memory/patch_size": ("px", False),
     "/communication/bytes_per_iteration": ("B", False),
     "/metrics/psnr": ("dB", True),
     "/metrics/residual": ("1", True),
