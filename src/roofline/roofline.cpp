@@ -183,6 +183,9 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
     if (v == g.output()) last = n;
     end[buffer[v]] = std::max(end[buffer[v]], last);
   }
+  std::vector<std::vector<int>> freed_after(n + 1);
+  for (int b = 0; b < n; ++b)
+    if (buffer[b] == b) freed_after[end[b]].push_back(b);
   double live = 0;
   for (int v = 0; v < n; ++v) {
     m.largest_bytes = std::max(m.largest_bytes, eb * numel(shapes[v]));
@@ -191,8 +194,7 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
       m.peak_bytes = live;
       m.peak_node = g.nodes[v].name;
     }
-    for (int b = 0; b <= v; ++b)
-      if (buffer[b] == b && end[b] == v) live -= eb * numel(shapes[b]);
+    for (int b : freed_after[v]) live -= eb * numel(shapes[b]);
   }
   return m;
 }

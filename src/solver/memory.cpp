@@ -1,6 +1,8 @@
 // Device memory estimate of one rank and the patch size for denoiser.memory_limit_gb
 // (include/pnp/solver.hpp, plan_memory).
+#include <map>
 #include <set>
+#include <utility>
 
 #include "pnp/nn/patch.hpp"
 #include "pnp/roofline.hpp"
@@ -34,6 +36,13 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, in
   // extended, the denoised tile; data, partial and full projections.
   base.solver = 4.0 * pixels * 6 + 4.0 * static_cast<double>(angles * detectors) * 3;
 
+  // The walk per distinct patch shape, once: the search below revisits the same extents.
+  std::map<std::pair<int64_t, int64_t>, roofline::ActivationMemory> walks;
+  auto walk = [&](int64_t h, int64_t w) -> const roofline::ActivationMemory& {
+    auto it = walks.find({h, w});
+    if (it == walks.end()) it = walks.emplace(std::make_pair(h, w), roofline::activation_memory(g, {1, dc.channels, h, w}, eb, style)).first;
+    return it->second;
+  };
   auto estimate = [&](int64_t patch) {
     MemoryPlan m = base;
     m.patch = patch;
@@ -47,7 +56,7 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, in
     double largest = 0;
     for (int64_t h : rows)
       for (int64_t w : cols) {
-        const auto a = roofline::activation_memory(g, {1, dc.channels, h, w}, eb, style);
+        const auto& a = walk(h, w);
         m.activations = eager ? std::max(m.activations, a.peak_bytes) : m.activations + a.peak_bytes;
         m.weights = a.weights_bytes;
         largest = std::max(largest, a.largest_bytes);
