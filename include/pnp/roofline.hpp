@@ -66,9 +66,9 @@ Counts count(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_
 // last reader of every value in it. The caller's input and the returned output count as live.
 //   eager:  every op allocates, except crop (a view), pad with nothing to pad (the input), and
 //           an in-place ReLU on the last use of a computed value (nn.ReLU(inplace=True));
-//   native: also the fusions of pnp/nn/native.hpp write into the conv's buffer: a BN folded
-//           into its conv, conv -> relu and conv -> add on a single-reader conv; the sigma map is
-//           a broadcast view.
+//   native: also the fusion groups of pnp/nn/native.hpp write into the conv's buffer:
+//           conv [-> BN] -> ReLU and conv [-> BN] -> add (the conv on either side) [-> ReLU],
+//           each link on a single-reader value; the sigma map is a broadcast view.
 // Convolution workspaces and allocator rounding are not included (pnp::plan_memory adds them).
 enum class ExecutorStyle { eager, native };
 struct ActivationMemory {

@@ -137,8 +137,12 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
   // buffer[v]: the value whose allocation v lives in.
   std::vector<int> buffer(n);
   const bool native = style == ExecutorStyle::native;
-  auto single_reader_conv = [&](int v) {
-    return v != 0 && v != g.output() && readers[v].size() == 1 && g.nodes[v].op == OpKind::conv;
+  // Native fusion groups (pnp/nn/native.hpp): conv [-> BN] -> ReLU, or conv [-> BN] -> add
+  // (the conv on either side) [-> ReLU], each link on a single-reader value. stage[v]: 1 conv,
+  // 2 folded BN, 3 fused add, 4 fused ReLU (the group ends), 0 not in a group.
+  std::vector<int> stage(n, 0);
+  auto open_group = [&](int v, int max_stage) {
+    return v > 0 && v != g.output() && readers[v].size() == 1 && stage[v] >= 1 && stage[v] <= max_stage;
   };
   for (const auto& nd : g.nodes) {
     const int id = nd.id;
@@ -159,16 +163,27 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
       case OpKind::sigma_channel:
         alias = native;  // eager: a full [B, 1, ...] map; native: an expanded one-element buffer
         break;
+      case OpKind::conv:
+        stage[id] = 1;
+        break;
       case OpKind::relu: {
         const OpKind p = g.nodes[in].op;
         const bool last = readers[in].size() == 1 || readers[in].back() == id;
-        alias = (native && single_reader_conv(in)) ||
+        if (native && open_group(in, 3)) stage[id] = 4;
+        alias = stage[id] == 4 ||
                 (nd.attrs.inplace && last && p != OpKind::input && p != OpKind::pad && p != OpKind::crop);
         break;
       }
       case OpKind::batch_norm:
+        if (native && open_group(in, 1)) stage[id] = 2;
+        alias = stage[id] == 2;
+        break;
       case OpKind::add:
-        alias = native && single_reader_conv(in);
+        for (int k = 0; native && k < 2 && stage[id] == 0; ++k)
+          if (nd.inputs.size() == 2 && nd.inputs[0] != nd.inputs[1] && open_group(nd.inputs[k], 2)) {
+            stage[id] = 3;
+            buffer[id] = buffer[nd.inputs[k]];
+          }
         break;
       default:
         break;

@@ -136,3 +136,29 @@ TEST_CASE("activation memory: liveness hand counts, eager and native styles, bf1
   CHECK(e16.weights_bytes == e.weights_bytes / 2);
   CHECK_THROWS_AS(activation_memory(g, {1, 2, 64, 64}, 4, ExecutorStyle::eager), InputError);
 }
+
+TEST_CASE("activation memory: native fusion groups share the conv's buffer, the conv on either side of the add") {
+  // x -> c1 -> sum = add(x, c1) -> r1 (not in place) -> c2 -> r2; every value 2x6x5 floats = 240 B.
+  Graph g;
+  g.architecture = "test";
+  g.in_channels = g.out_channels = 2;
+  g.add("x", OpKind::input, {});
+  Attrs a;
+  a.in_channels = a.out_channels = 2;
+  a.kernel = {3, 3};
+  a.stride = {1, 1};
+  a.padding = {1, 1};
+  g.add("c1", OpKind::conv, {0}, a, {{"weight", "c1.weight", {2, 2, 3, 3}, true}});
+  g.add("sum", OpKind::add, {0, 1});
+  g.add("r1", OpKind::relu, {2});
+  g.add("c2", OpKind::conv, {3}, a, {{"weight", "c2.weight", {2, 2, 3, 3}, true}});
+  g.add("r2", OpKind::relu, {4});
+  // Eager: x, c1 and the sum are live together.
+  const auto e = activation_memory(g, {1, 2, 6, 5}, 4, ExecutorStyle::eager);
+  CHECK(e.peak_bytes == 720);
+  CHECK(e.peak_node == "sum");
+  // Native: conv+add+relu writes into c1's buffer, conv+relu into c2's: never more than two.
+  const auto n = activation_memory(g, {1, 2, 6, 5}, 4, ExecutorStyle::native);
+  CHECK(n.peak_bytes == 480);
+  CHECK(n.peak_node == "c1");
+}
