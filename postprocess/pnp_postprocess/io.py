@@ -127,16 +127,26 @@ class ReconRun:
         return int(self.timings["total"].shape[0])
 
 
-def read_recon(path) -> ReconRun:
-    path = Path(path)
+def _open_checked(path: Path, program: str, root_attrs) -> tuple[h5py.File, dict]:
+    """Opens a result file written by `program`; returns it (open) and its root attributes."""
     try:
         f = h5py.File(path, "r")
     except OSError as e:
         raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
+    try:
+        attrs = {a: _attr(f, a, path) for a in root_attrs}
+        if attrs["program"] != program:
+            raise SchemaError(f"{path}: written by '{attrs['program']}', expected {program}")
+    except SchemaError:
+        f.close()
+        raise
+    return f, attrs
+
+
+def read_recon(path) -> ReconRun:
+    path = Path(path)
+    f, attrs = _open_checked(path, "pnp_recon", schema.RECON_ROOT_ATTRS)
     with f:
-        attrs = {a: _attr(f, a, path) for a in schema.RECON_ROOT_ATTRS}
-        if attrs["program"] != "pnp_recon":
-            raise SchemaError(f"{path}: written by '{attrs['program']}', expected pnp_recon")
         timings = {}
         for p in schema.PHASES + ("total", "wall"):
             t = np.asarray(_dataset(f, f"/timings/{p}", path), dtype=np.float64)
@@ -169,14 +179,8 @@ class BenchFile:
 
 def read_bench(path) -> BenchFile:
     path = Path(path)
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
+    f, attrs = _open_checked(path, "pnp_bench", schema.BENCH_ROOT_ATTRS)
     with f:
-        attrs = {a: _attr(f, a, path) for a in schema.BENCH_ROOT_ATTRS}
-        if attrs["program"] != "pnp_bench":
-            raise SchemaError(f"{path}: written by '{attrs['program']}', expected pnp_bench")
         if "results" not in f or not isinstance(f["results"], h5py.Group):
             raise SchemaError(f"{path}: missing group '/results' (see docs/output_schema.md)")
         columns = {}
