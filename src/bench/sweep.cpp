@@ -23,6 +23,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "pnp/cli.hpp"
 #include "pnp/bench.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/io.hpp"
@@ -244,19 +245,7 @@ int bench_main(int argc, char** argv) {
         "instead of a sweep, measure the device's ceilings: copy bandwidth, TF32/FP32/BF16 matrix products "
         "and the DRUNet 3x3 convolution (TF32, BF16); writes /ceilings to --output (default pnp_ceilings.h5)")(
         "device", po::value<std::string>(&device), "with --ceilings: cpu, cuda or cuda:N (default: cuda if present)");
-    po::options_description hidden;
-    hidden.add_options()("config", po::value<std::string>(&config));
-    po::positional_options_description pos;
-    pos.add("config", 1);
-    po::options_description all;
-    all.add(opts).add(hidden);
-    po::variables_map vm;
-    try {
-      po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-      po::notify(vm);
-    } catch (const po::error& e) {
-      throw InputError(std::string(e.what()) + " (see pnp_bench --help)");
-    }
+    const po::variables_map vm = parse_config_command_line(argc, argv, opts, config, "pnp_bench");
     if (vm.count("help")) {
       std::cout << "pnp_bench CONFIG.toml [--quick] [--output FILE] [--force]\n"
                    "pnp_bench --ceilings [--device cuda] [--quick] [--output FILE] [--force]\n\n"

@@ -15,6 +15,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "pnp/cli.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
@@ -69,19 +70,7 @@ Cli parse_cli(int argc, char** argv, bool& exit_now, int rank) {
       "try compile.backend on a small input of the configured denoiser (for inductor: Python, torch, "
       "the exporter and the cache), compare it with eager, print the result and exit (0 ok, 1 failed)")(
       "version", "print the version and exit");
-  po::options_description hidden;
-  hidden.add_options()("config", po::value<std::string>(&cli.config));
-  po::positional_options_description pos;
-  pos.add("config", 1);
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw InputError(std::string(e.what()) + " (see pnp_recon --help)");
-  }
+  const po::variables_map vm = parse_config_command_line(argc, argv, opts, cli.config, "pnp_recon");
   exit_now = true;
   if (vm.count("help")) {
     if (rank == 0)

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "pnp/cli.hpp"
 #include "pnp/train.hpp"
 
 namespace po = boost::program_options;
@@ -28,16 +29,8 @@ int train_main(int argc, char** argv) {
       "force", po::bool_switch(&force), "overwrite existing outputs (= --set output.force=true)")(
       "device", po::value(&device), "cpu, cuda or auto (= --set train.device=...)")(
       "dry-run", po::bool_switch(&dry_run), "print the effective config and the model size, then exit");
-  po::options_description hidden;
-  hidden.add_options()("config", po::value(&config));
-  po::positional_options_description pos;
-  pos.add("config", 1);
-  po::options_description all;
-  all.add(opts).add(hidden);
   try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
-    po::notify(vm);
+    const po::variables_map vm = parse_config_command_line(argc, argv, opts, config, "pnp_train");
     if (vm.count("help")) {
       std::cout << opts << "\nExample: pnp_train input/train_dncnn.toml --set train.steps=2000\n";
       return 0;
@@ -60,9 +53,6 @@ int train_main(int argc, char** argv) {
     }
     TrainResult r = run_training(cfg, std::cout);
     return r.finished || cfg.train.stop_after > 0 ? 0 : 1;
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "error: %s (see pnp_train --help)\n", e.what());
-    return 2;
   } catch (const InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
