@@ -31,6 +31,9 @@ if(NOT Torch_VERSION VERSION_EQUAL 2.11.0)
   message(WARNING "pnp is pinned to torch 2.11.0; found ${Torch_VERSION}")
 endif()
 
+# Threads (the phantom rasteriser splits large rasters over std::threads).
+find_package(Threads REQUIRED)
+
 # --- MPI, HDF5, toml++, Boost.Program_options, doctest ---------------------------
 find_package(MPI COMPONENTS C CXX QUIET)
 pnp_require(MPI_CXX_FOUND "MPI" "apt-get install libopenmpi-dev openmpi-bin")

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <thread>
 
 #include "pnp/core.hpp"
 
@@ -34,29 +35,76 @@ std::vector<Ellipse> random_ellipses(int count, uint64_t seed) {
   return out;
 }
 
-std::vector<float> rasterize(const std::vector<Ellipse>& ellipses, int64_t n, int supersample) {
+namespace {
+void check_window(int64_t n, const Window& w) {
   if (n < 1) throw InputError("phantom size must be at least 1");
+  if (w.rows < 1 || w.cols < 1 || w.r0 < 0 || w.c0 < 0 || w.r0 + w.rows > n || w.c0 + w.cols > n)
+    throw InputError("phantom window [" + std::to_string(w.r0) + ", " + std::to_string(w.r0 + w.rows) + ") x [" +
+                     std::to_string(w.c0) + ", " + std::to_string(w.c0 + w.cols) + ") is not inside the " +
+                     std::to_string(n) + " x " + std::to_string(n) + " image");
+}
+// Pixel rows/cols of the window whose centres may lie in [lo, hi] (x or y in [-1, 1] units).
+void col_range(double xlo, double xhi, int64_t n, const Window& w, int64_t& j0, int64_t& j1) {
+  j0 = std::max<int64_t>(w.c0, static_cast<int64_t>(std::floor((xlo + 1.0) * n / 2.0)) - 1);
+  j1 = std::min<int64_t>(w.c0 + w.cols, static_cast<int64_t>(std::ceil((xhi + 1.0) * n / 2.0)) + 1);
+}
+void row_range(double ylo, double yhi, int64_t n, const Window& w, int64_t& i0, int64_t& i1) {
+  i0 = std::max<int64_t>(w.r0, static_cast<int64_t>(std::floor((1.0 - yhi) * n / 2.0)) - 1);
+  i1 = std::min<int64_t>(w.r0 + w.rows, static_cast<int64_t>(std::ceil((1.0 - ylo) * n / 2.0)) + 1);
+}
+
+// The ellipses over the window, supersample^2 samples per pixel. Each ellipse visits only the
+// pixels of its bounding circle; rows are split among threads for large rasters. Every pixel
+// sums its ellipses in the same order as a plain loop would, so the result does not depend on
+// the thread count.
+std::vector<float> raster_ellipses(const std::vector<Ellipse>& ellipses, int64_t n, const Window& w, int supersample) {
+  check_window(n, w);
   if (supersample < 1) throw InputError("supersample must be at least 1");
-  std::vector<float> img(static_cast<size_t>(n * n), 0.0f);
+  std::vector<float> img(static_cast<size_t>(w.rows * w.cols), 0.0f);
   const double h = 2.0 / static_cast<double>(n);
   const int s = supersample;
-  for (const auto& e : ellipses) {
-    const double phi = e.phi_deg * std::numbers::pi / 180.0, c = std::cos(phi), sn = std::sin(phi);
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        int inside = 0;
-        for (int si = 0; si < s; ++si)
-          for (int sj = 0; sj < s; ++sj) {
-            double x = -1.0 + h * (static_cast<double>(j) + (sj + 0.5) / s) - e.x0;
-            double y = 1.0 - h * (static_cast<double>(i) + (si + 0.5) / s) - e.y0;
-            double xr = x * c + y * sn, yr = -x * sn + y * c;
-            if ((xr * xr) / (e.a * e.a) + (yr * yr) / (e.b * e.b) <= 1.0) ++inside;
-          }
-        if (inside) img[static_cast<size_t>(i * n + j)] += static_cast<float>(e.value * inside / double(s * s));
-      }
+  auto rows = [&](int64_t r_lo, int64_t r_hi) {
+    for (const auto& e : ellipses) {
+      const double phi = e.phi_deg * std::numbers::pi / 180.0, c = std::cos(phi), sn = std::sin(phi);
+      const double ext = std::max(std::abs(e.a), std::abs(e.b));
+      int64_t i0, i1, j0, j1;
+      row_range(e.y0 - ext, e.y0 + ext, n, w, i0, i1);
+      col_range(e.x0 - ext, e.x0 + ext, n, w, j0, j1);
+      for (int64_t i = std::max(i0, r_lo); i < std::min(i1, r_hi); ++i)
+        for (int64_t j = j0; j < j1; ++j) {
+          int inside = 0;
+          for (int si = 0; si < s; ++si)
+            for (int sj = 0; sj < s; ++sj) {
+              double x = -1.0 + h * (static_cast<double>(j) + (sj + 0.5) / s) - e.x0;
+              double y = 1.0 - h * (static_cast<double>(i) + (si + 0.5) / s) - e.y0;
+              double xr = x * c + y * sn, yr = -x * sn + y * c;
+              if ((xr * xr) / (e.a * e.a) + (yr * yr) / (e.b * e.b) <= 1.0) ++inside;
+            }
+          if (inside)
+            img[static_cast<size_t>((i - w.r0) * w.cols + (j - w.c0))] +=
+                static_cast<float>(e.value * inside / double(s * s));
+        }
     }
+  };
+  const int64_t work = w.rows * w.cols * s * s;
+  const int64_t threads = work < (int64_t{1} << 20)
+                              ? 1
+                              : std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::min<int64_t>(16, w.rows));
+  if (threads == 1) {
+    rows(w.r0, w.r0 + w.rows);
+    return img;
   }
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back(rows, w.r0 + w.rows * t / threads, w.r0 + w.rows * (t + 1) / threads);
+  for (auto& t : pool) t.join();
   return img;
+}
+}  // namespace
+
+std::vector<float> rasterize(const std::vector<Ellipse>& ellipses, int64_t n, int supersample) {
+  if (n < 1) throw InputError("phantom size must be at least 1");
+  return raster_ellipses(ellipses, n, Window{0, 0, n, n}, supersample);
 }
 
 std::vector<float> shepp_logan(int64_t n) {
@@ -79,25 +127,6 @@ std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed) {
 // ---- Training images ----
 
 namespace pnp {
-
-namespace {
-void check_window(int64_t n, const Window& w) {
-  if (n < 1) throw InputError("phantom size must be at least 1");
-  if (w.rows < 1 || w.cols < 1 || w.r0 < 0 || w.c0 < 0 || w.r0 + w.rows > n || w.c0 + w.cols > n)
-    throw InputError("phantom window [" + std::to_string(w.r0) + ", " + std::to_string(w.r0 + w.rows) + ") x [" +
-                     std::to_string(w.c0) + ", " + std::to_string(w.c0 + w.cols) + ") is not inside the " +
-                     std::to_string(n) + " x " + std::to_string(n) + " image");
-}
-// Pixel rows/cols of the window whose centres may lie in [lo, hi] (x or y in [-1, 1] units).
-void col_range(double xlo, double xhi, int64_t n, const Window& w, int64_t& j0, int64_t& j1) {
-  j0 = std::max<int64_t>(w.c0, static_cast<int64_t>(std::floor((xlo + 1.0) * n / 2.0)) - 1);
-  j1 = std::min<int64_t>(w.c0 + w.cols, static_cast<int64_t>(std::ceil((xhi + 1.0) * n / 2.0)) + 1);
-}
-void row_range(double ylo, double yhi, int64_t n, const Window& w, int64_t& i0, int64_t& i1) {
-  i0 = std::max<int64_t>(w.r0, static_cast<int64_t>(std::floor((1.0 - yhi) * n / 2.0)) - 1);
-  i1 = std::min<int64_t>(w.r0 + w.rows, static_cast<int64_t>(std::ceil((1.0 - ylo) * n / 2.0)) + 1);
-}
-}  // namespace
 
 std::vector<Polygon> random_polygons(int count, uint64_t seed) {
   if (count < 0) throw InputError("random_polygons: count must not be negative");
@@ -139,25 +168,7 @@ Texture random_texture(int waves, double max_frequency, uint64_t seed) {
 }
 
 std::vector<float> rasterize_window(const std::vector<Ellipse>& ellipses, int64_t n, const Window& w) {
-  check_window(n, w);
-  std::vector<float> img(static_cast<size_t>(w.rows * w.cols), 0.0f);
-  const double h = 2.0 / static_cast<double>(n);
-  for (const auto& e : ellipses) {
-    const double phi = e.phi_deg * std::numbers::pi / 180.0, c = std::cos(phi), sn = std::sin(phi);
-    const double ext = std::max(std::abs(e.a), std::abs(e.b));
-    int64_t i0, i1, j0, j1;
-    row_range(e.y0 - ext, e.y0 + ext, n, w, i0, i1);
-    col_range(e.x0 - ext, e.x0 + ext, n, w, j0, j1);
-    for (int64_t i = i0; i < i1; ++i)
-      for (int64_t j = j0; j < j1; ++j) {
-        double x = -1.0 + h * (static_cast<double>(j) + 0.5) - e.x0;
-        double y = 1.0 - h * (static_cast<double>(i) + 0.5) - e.y0;
-        double xr = x * c + y * sn, yr = -x * sn + y * c;
-        if ((xr * xr) / (e.a * e.a) + (yr * yr) / (e.b * e.b) <= 1.0)
-          img[static_cast<size_t>((i - w.r0) * w.cols + (j - w.c0))] += static_cast<float>(e.value);
-      }
-  }
-  return img;
+  return raster_ellipses(ellipses, n, w, 1);
 }
 
 void add_polygons(std::vector<float>& img, const std::vector<Polygon>& polygons, int64_t n, const Window& w) {
