@@ -6,11 +6,11 @@
 Command line: ``python3 -m pnp_postprocess FIGURE FILES... --out DIR``.
 """
 from .api import FIGURES, Outputs, make_figure, plot, read_csv, table, write_csv
-from .io import (BenchFile, ReconRun, RunKey, SchemaError, gpu_label, gpu_type, read_bench,
-                 read_recon, ridge_point)
+from .io import (BenchFile, ReconRun, RunKey, SchemaError, gpu_label, gpu_type, is_ceilings,
+                 read_bench, read_ceilings, read_recon, ridge_point)
 from .schema import COMPILE_MODES, PHASES, RIDGE_FLOP_PER_BYTE
 
 __all__ = ["FIGURES", "Outputs", "make_figure", "plot", "read_csv", "table", "write_csv", "BenchFile",
-           "ReconRun", "RunKey", "SchemaError", "gpu_label", "gpu_type", "read_bench",
-           "read_recon", "ridge_point", "COMPILE_MODES", "PHASES", "RIDGE_FLOP_PER_BYTE"]
+           "ReconRun", "RunKey", "SchemaError", "gpu_label", "gpu_type", "is_ceilings", "read_bench",
+           "read_ceilings", "read_recon", "ridge_point", "COMPILE_MODES", "PHASES", "RIDGE_FLOP_PER_BYTE"]
 __version__ = "0.1.0"

@@ -7,7 +7,7 @@ import sys
 import h5py
 
 from .api import FIGURES, make_figure
-from .io import SchemaError, gpu_label, program_of
+from .io import SchemaError, gpu_label, is_ceilings, program_of
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +48,9 @@ def main(argv=None) -> int:
         if args.figure == "all":
             by_program = {"pnp_recon": [], "pnp_bench": []}
             for path in args.files:
+                if is_ceilings(path):
+                    print(f"{path}: pnp_bench --ceilings file, no figure (read_ceilings reads it)")
+                    continue
                 prog = program_of(path)
                 if prog not in by_program:
                     raise SchemaError(f"{path}: unknown program '{prog}'")

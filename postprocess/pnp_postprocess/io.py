@@ -177,29 +177,55 @@ class BenchFile:
     rows: list = field(default_factory=list)
 
 
+def _columns(f: h5py.File, group: str, kinds: dict, path) -> list[dict]:
+    """The rows of a group of equal-length column datasets, typed by `kinds` (str, int, float)."""
+    columns = {}
+    for name, kind in kinds.items():
+        col = np.atleast_1d(_dataset(f, f"/{group}/{name}", path))
+        if kind == "str":
+            col = [c.decode() if isinstance(c, bytes) else str(c) for c in col]
+        elif kind == "int":
+            col = [int(c) for c in col]
+        else:
+            col = [float(c) for c in col]
+        columns[name] = col
+    lengths = {len(c) for c in columns.values()}
+    if len(lengths) != 1:
+        raise SchemaError(f"{path}: /{group} columns have different lengths {sorted(lengths)}")
+    n = lengths.pop()
+    return [{name: columns[name][i] for name in kinds} | {"file": str(path)} for i in range(n)]
+
+
+def is_ceilings(path) -> bool:
+    """True for a `pnp_bench --ceilings` file (a /ceilings group, no sweep)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return "ceilings" in f and "results" not in f
+    except OSError as e:
+        raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
+
+
+def read_ceilings(path) -> list[dict]:
+    """The rows of a `pnp_bench --ceilings` file, one per kernel (name, shape, unit, seconds,
+    rate, error, file) plus the device as `gpu`."""
+    path = Path(path)
+    f, attrs = _open_checked(path, "pnp_bench", schema.CEILINGS_ROOT_ATTRS)
+    with f:
+        if "ceilings" not in f:
+            raise SchemaError(f"{path}: missing group '/ceilings' (not a pnp_bench --ceilings file)")
+        rows = _columns(f, "ceilings", schema.CEILINGS_COLUMNS, path)
+    return [r | {"gpu": gpu_label(str(attrs["gpu_names"]))} for r in rows]
+
+
 def read_bench(path) -> BenchFile:
     path = Path(path)
+    if is_ceilings(path):
+        raise SchemaError(f"{path}: a pnp_bench --ceilings file, not a sweep (read it with read_ceilings)")
     f, attrs = _open_checked(path, "pnp_bench", schema.BENCH_ROOT_ATTRS)
     with f:
         if "results" not in f or not isinstance(f["results"], h5py.Group):
             raise SchemaError(f"{path}: missing group '/results' (see docs/output_schema.md)")
-        columns = {}
-        for name, kind in schema.BENCH_COLUMNS.items():
-            col = _dataset(f, f"/results/{name}", path)
-            col = np.atleast_1d(col)
-            if kind == "str":
-                col = [c.decode() if isinstance(c, bytes) else str(c) for c in col]
-            elif kind == "int":
-                col = [int(c) for c in col]
-            else:
-                col = [float(c) for c in col]
-            columns[name] = col
-        lengths = {len(c) for c in columns.values()}
-        if len(lengths) != 1:
-            raise SchemaError(f"{path}: /results columns have different lengths {sorted(lengths)}")
-        n = lengths.pop()
-        rows = [{name: columns[name][i] for name in schema.BENCH_COLUMNS} | {"file": str(path)}
-                for i in range(n)]
+        rows = _columns(f, "results", schema.BENCH_COLUMNS, path)
     return BenchFile(path=path, attrs=attrs, rows=rows)
 
 

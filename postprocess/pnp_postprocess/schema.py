@@ -40,6 +40,13 @@ RECON_DATASETS = {
     "/decomposition/halo": ("px", True),
 }
 
+CEILINGS_ROOT_ATTRS = ("program", "version", "git_commit", "date", "host", "gpu_names")
+"""Root attributes of a `pnp_bench --ceilings` file (provenance and the device)."""
+
+CEILINGS_COLUMNS = {"name": "str", "shape": "str", "unit": "str", "seconds": "float", "rate": "float",
+                    "error": "float"}
+"""Columns of /ceilings (docs/output_schema.md, "pnp_bench --ceilings output")."""
+
 BENCH_COLUMNS = {
     # column: kind ("str", "int" or "float")
     "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",

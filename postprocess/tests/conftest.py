@@ -225,3 +225,28 @@ def sweep_files(tmp_path_factory) -> list[Path]:
 @pytest.fixture
 def schema_doc() -> str:
     return (REPO / "docs" / "output_schema.md").read_text(encoding="utf-8")
+
+
+def write_ceilings(path, gpu=H200):
+    """A `pnp_bench --ceilings` file as src/bench/ceilings.cpp writes it."""
+    rows = [("copy", "536870912", "GB/s", 1.1e-3, 3905.0, 0.0),
+            ("matmul_tf32", "8192x8192x8192", "TFLOP/s", 2.9e-3, 379.0, 4.1e-4),
+            ("matmul_bf16", "8192x8192x8192", "TFLOP/s", 1.6e-3, 690.0, 1.7e-3)]
+    with h5py.File(path, "w") as f:
+        f.attrs["program"] = "pnp_bench"
+        f.attrs["version"] = "0.1.0"
+        f.attrs["git_commit"] = "0123456789abcdef0123456789abcdef01234567"
+        f.attrs["date"] = "2026-12-01T10:00:00Z"
+        f.attrs["host"] = "node042"
+        f.attrs["gpu_names"] = gpu
+        for k, (name, units, desc) in enumerate([("name", "", "kernel"), ("shape", "", "size"),
+                                                 ("unit", "", "unit of rate")]):
+            _dataset(f, f"/ceilings/{name}", [r[k] for r in rows], units, desc, dtype=STR)
+        for k, (name, units) in enumerate([("seconds", "s"), ("rate", "see unit"), ("error", "1")], start=3):
+            _dataset(f, f"/ceilings/{name}", np.array([r[k] for r in rows]), units, name)
+    return path
+
+
+@pytest.fixture(scope="session")
+def ceilings_file(tmp_path_factory):
+    return write_ceilings(tmp_path_factory.mktemp("ceilings") / "ceilings.h5")

@@ -59,3 +59,19 @@ def test_errors_are_one_line_and_exit_2(tmp_path, study_files, sweep_files):
     assert r.returncode == 2 and "missing.h5" in r.stderr
     r = cli("nonsense", study_files[0])
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_ceilings_files_are_read_by_read_ceilings_and_skipped_by_all(tmp_path, sweep_files, ceilings_file):
+    from pnp_postprocess import SchemaError, read_bench, read_ceilings
+    rows = read_ceilings(ceilings_file)
+    assert [r["name"] for r in rows] == ["copy", "matmul_tf32", "matmul_bf16"]
+    assert rows[1]["rate"] == 379.0 and rows[1]["unit"] == "TFLOP/s" and rows[0]["gpu"] == "NVIDIA H200"
+    try:
+        read_bench(ceilings_file)
+        raise AssertionError("read_bench accepted a ceilings file")
+    except SchemaError as e:
+        assert "read_ceilings" in str(e)
+    r = cli("all", *sweep_files, ceilings_file, "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "pnp_bench --ceilings file, no figure" in r.stdout
+    assert (tmp_path / "roofline.png").exists()
