@@ -83,10 +83,11 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
 // The machine's measured ceilings (METHOD.md): what the data-sheet roofs of roofline.hpp are
 // on this device. Copy bandwidth (a device-to-device copy; bytes read + written), dense matrix
 // products in TF32, plain FP32 and BF16 (2 m n k FLOP), and the DRUNet-shaped convolution
-// (64 -> 64 channels, 3x3, channels-last) in TF32, FP32 and BF16 (TF32 rows on CUDA only). Each kernel runs `warmup` times,
-// then `timed` times, each call synchronised and timed alone (device events on CUDA); the
-// median is reported. Inputs are random; outputs are poisoned with NaN before the timed calls
-// and a sample of them is checked against float64 afterwards.
+// (64 -> 64 channels, 3x3, channels-last) in TF32, FP32 and BF16 (TF32 rows on CUDA only).
+// Each kernel runs `warmup` times, then `timed` times, each call synchronised and timed alone
+// (device events on CUDA); the median is reported. Inputs are random; the preallocated outputs
+// (copy, matmul) are poisoned with NaN first, and a sample of every output is checked against
+// float64 after the timed calls.
 struct Ceiling {
   std::string name;   // copy, matmul_{tf32,fp32,bf16}, conv3x3_{tf32,fp32,bf16}
   std::string shape;  // e.g. "536870912" (elements), "8192x8192x8192" (m x n x k), "1x64x4096x4096"
