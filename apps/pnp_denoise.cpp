@@ -131,19 +131,16 @@ int run(int argc, char** argv) {
     return 0;
   }
   po::notify(vm);
+  spec.out_channels = spec.in_channels;
+  spec.pad = !no_pad;
+  if (!features_s.empty()) spec.features = parse_list(features_s, "features");
   if (!counts_s.empty()) {
-    spec.out_channels = spec.in_channels;
-    spec.pad = !no_pad;
-    if (!features_s.empty()) spec.features = parse_list(features_s, "features");
     std::cout << roofline::report(nn::build(spec), parse_list(counts_s, "counts"),
                                   at::elementSize(nn::parse_dtype(dtype_s, "--dtype")));
     return 0;
   }
   if (input.empty()) throw InputError("--input is required (see --help)");
   if (output.empty()) throw InputError("--output is required (see --help)");
-  spec.out_channels = spec.in_channels;
-  spec.pad = !no_pad;
-  if (!features_s.empty()) spec.features = parse_list(features_s, "features");
   if (backend != "eager")
     throw InputError("--backend " + backend + " is not available in this build (available: eager)");
   if (sigma < 0) throw InputError("--sigma must be >= 0, got " + std::to_string(sigma));

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "pnp/core.hpp"
 #include "pnp/nn/native.hpp"
 
 namespace pnp::bench {
@@ -102,6 +103,8 @@ struct CeilingOptions {
   int warmup = 3, timed = 10;
 };
 std::vector<Ceiling> measure_ceilings(const CeilingOptions& o, std::ostream& progress);
+// The provenance of every pnp_bench file: program, version, commit, date, host, torch and CUDA.
+Provenance bench_provenance();
 // /ceilings/<column> datasets (one row per kernel) and the provenance attributes.
 void write_ceilings(const std::string& path, const std::vector<Ceiling>& rows, const std::string& device,
                     bool overwrite);

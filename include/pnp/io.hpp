@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -72,6 +73,25 @@ void write_scalar(H5File& f, const std::string& path, T value, std::string_view 
                   std::string_view description);
 void write_strings(H5File& f, const std::string& path, const std::vector<std::string>& values,
                    std::string_view description);
+
+// One column of a table stored as column datasets (pnp_bench's /results and /ceilings):
+// get(row) for every row, written as a string dataset when it returns a string (units are not
+// stored for strings), else as float64 or int64.
+template <class Row, class Get>
+void write_column(H5File& f, const std::string& path, const std::vector<Row>& rows, Get get,
+                  std::string_view units, std::string_view description) {
+  using V = std::decay_t<decltype(get(rows.front()))>;
+  if constexpr (std::is_same_v<V, std::string>) {
+    std::vector<std::string> v;
+    for (const auto& r : rows) v.push_back(get(r));
+    write_strings(f, path, v, description);
+  } else {
+    using Stored = std::conditional_t<std::is_floating_point_v<V>, double, int64_t>;
+    std::vector<Stored> v;
+    for (const auto& r : rows) v.push_back(static_cast<Stored>(get(r)));
+    write(f, path, v.data(), {static_cast<int64_t>(v.size())}, units, description);
+  }
+}
 
 // Reads and converts to T, whatever the stored numeric type.
 template <class T>

@@ -19,7 +19,7 @@ namespace {
 // Restores PyTorch's TF32 switches on scope exit.
 struct Tf32Switch {
   bool cublas, cudnn;
-  Tf32Switch(bool on) : cublas(at::globalContext().allowTF32CuBLAS()), cudnn(at::globalContext().allowTF32CuDNN()) {
+  explicit Tf32Switch(bool on) : cublas(at::globalContext().allowTF32CuBLAS()), cudnn(at::globalContext().allowTF32CuDNN()) {
     at::globalContext().setAllowTF32CuBLAS(on);
     at::globalContext().setAllowTF32CuDNN(on);
   }
@@ -114,27 +114,20 @@ void write_ceilings(const std::string& path, const std::vector<Ceiling>& rows, c
                     bool overwrite) {
   io::AtomicOutput out(path, overwrite);
   auto& f = out.file();
-  io::write_provenance(f, basic_provenance("pnp_bench"));
+  io::write_provenance(f, bench_provenance());
   const at::Device dev = device == "cpu" ? at::Device(at::kCPU) : at::Device(device);
   io::write_attr(f, "/", "gpu_names", device_name(dev));
-  const int64_t n = static_cast<int64_t>(rows.size());
-  auto strings = [&](const char* name, auto get, const char* desc) {
-    std::vector<std::string> v;
-    for (const auto& r : rows) v.push_back(get(r));
-    io::write_strings(f, std::string("/ceilings/") + name, v, desc);
+  auto col = [&](const char* name, auto get, const char* units, const char* desc) {
+    io::write_column(f, std::string("/ceilings/") + name, rows, get, units, desc);
   };
-  auto doubles = [&](const char* name, auto get, const char* units, const char* desc) {
-    std::vector<double> v;
-    for (const auto& r : rows) v.push_back(get(r));
-    io::write(f, std::string("/ceilings/") + name, v.data(), {n}, units, desc);
-  };
-  strings("name", [](const Ceiling& r) { return r.name; }, "kernel: copy, matmul_{tf32,fp32,bf16}, conv3x3_{tf32,fp32,bf16}");
-  strings("shape", [](const Ceiling& r) { return r.shape; }, "elements (copy), m x n x k (matmul), input B x C x H x W (conv)");
-  strings("unit", [](const Ceiling& r) { return r.unit; }, "unit of rate");
-  doubles("seconds", [](const Ceiling& r) { return r.seconds; }, "s", "median of the timed calls");
-  doubles("rate", [](const Ceiling& r) { return r.rate; }, "see unit",
-          "GB/s (copy: bytes read + written) or TFLOP/s (2 m n k; 2 C_out C_in 9 H W)");
-  doubles("error", [](const Ceiling& r) { return r.error; }, "1", "relative error of a checked sample against float64");
+  col("name", [](const Ceiling& r) { return r.name; }, "", "kernel: copy, matmul_{tf32,fp32,bf16}, conv3x3_{tf32,fp32,bf16}");
+  col("shape", [](const Ceiling& r) { return r.shape; }, "",
+      "elements (copy), m x n x k (matmul), input B x C x H x W (conv)");
+  col("unit", [](const Ceiling& r) { return r.unit; }, "", "unit of rate");
+  col("seconds", [](const Ceiling& r) { return r.seconds; }, "s", "median of the timed calls");
+  col("rate", [](const Ceiling& r) { return r.rate; }, "see unit",
+      "GB/s (copy: bytes read + written) or TFLOP/s (2 m n k; 2 C_out C_in 9 H W)");
+  col("error", [](const Ceiling& r) { return r.error; }, "1", "relative error of a checked sample against float64");
   out.commit();
 }
 

@@ -4,8 +4,6 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <boost/program_options.hpp>
-#include <c10/core/Event.h>
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
@@ -180,54 +178,45 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
   return rows;
 }
 
-void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool overwrite) {
-  io::AtomicOutput out(c.output, overwrite || c.force);
-  io::H5File& f = out.file();
+Provenance bench_provenance() {
   Provenance p = basic_provenance("pnp_bench");
   p.torch_version = TORCH_VERSION;
   if (at::detail::getCUDAHooks().hasCUDA()) {
     const long v = at::detail::getCUDAHooks().versionCUDART();
     p.cuda_version = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
   }
-  io::write_provenance(f, p);
+  return p;
+}
+
+void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool overwrite) {
+  io::AtomicOutput out(c.output, overwrite || c.force);
+  io::H5File& f = out.file();
+  io::write_provenance(f, bench_provenance());
   io::write_attr(f, "/", "ranks", int64_t{1});
   io::write_attr(f, "/", "gpu_names", rows.empty() ? device_name(parse_device(c.device)) : rows.front().gpu);
   io::write_attr(f, "/", "config", c.to_toml());
   io::write_attr(f, "/", "device", c.device);
-  const int64_t n = static_cast<int64_t>(rows.size());
-  auto strings = [&](const char* name, auto get, const char* desc) {
-    std::vector<std::string> v;
-    for (const auto& r : rows) v.push_back(get(r));
-    io::write_strings(f, std::string("/results/") + name, v, desc);
+  auto col = [&](const char* name, auto get, const char* units, const char* desc) {
+    io::write_column(f, std::string("/results/") + name, rows, get, units, desc);
   };
-  auto doubles = [&](const char* name, auto get, const char* units, const char* desc) {
-    std::vector<double> v;
-    for (const auto& r : rows) v.push_back(get(r));
-    io::write(f, std::string("/results/") + name, v.data(), {n}, units, desc);
-  };
-  auto ints = [&](const char* name, auto get, const char* units, const char* desc) {
-    std::vector<int64_t> v;
-    for (const auto& r : rows) v.push_back(get(r));
-    io::write(f, std::string("/results/") + name, v.data(), {n}, units, desc);
-  };
-  strings("architecture", [](const Row& r) { return r.architecture; }, "denoiser architecture");
-  ints("dim", [](const Row& r) { return r.dim; }, "1", "spatial dimensions (2 or 3)");
-  strings("shape", [](const Row& r) { return r.shape; }, "input shape B x C x spatial");
-  strings("backend", [](const Row& r) { return r.backend; }, "eager, native or inductor");
-  strings("mode", [](const Row& r) { return r.mode; }, "none for eager, else the compile mode (pre)");
-  strings("gpu", [](const Row& r) { return r.gpu; }, "device name");
-  strings("status", [](const Row& r) { return r.status; }, "ok or skipped");
-  strings("reason", [](const Row& r) { return r.reason; }, "why the row was skipped (empty when ok)");
-  doubles("first_call_s", [](const Row& r) { return r.first_call_s; }, "s",
+  col("architecture", [](const Row& r) { return r.architecture; }, "", "denoiser architecture");
+  col("dim", [](const Row& r) { return r.dim; }, "1", "spatial dimensions (2 or 3)");
+  col("shape", [](const Row& r) { return r.shape; }, "", "input shape B x C x spatial");
+  col("backend", [](const Row& r) { return r.backend; }, "", "eager, native or inductor");
+  col("mode", [](const Row& r) { return r.mode; }, "", "none for eager, else the compile mode (pre)");
+  col("gpu", [](const Row& r) { return r.gpu; }, "", "device name");
+  col("status", [](const Row& r) { return r.status; }, "", "ok or skipped");
+  col("reason", [](const Row& r) { return r.reason; }, "", "why the row was skipped (empty when ok)");
+  col("first_call_s", [](const Row& r) { return r.first_call_s; }, "s",
           "first call including weight upload and compile (host clock, synchronised); NaN when skipped");
-  doubles("compile_s", [](const Row& r) { return r.compile_s; }, "s", "compile alone (0 for eager; NaN when skipped)");
-  doubles("stable_s", [](const Row& r) { return r.stable_s; }, "s",
+  col("compile_s", [](const Row& r) { return r.compile_s; }, "s", "compile alone (0 for eager; NaN when skipped)");
+  col("stable_s", [](const Row& r) { return r.stable_s; }, "s",
           "mean of the last timed calls, each timed with device events (host clock on CPU); NaN when skipped");
-  ints("peak_memory_bytes", [](const Row& r) { return r.peak_memory_bytes; }, "B",
+  col("peak_memory_bytes", [](const Row& r) { return r.peak_memory_bytes; }, "B",
        "peak device memory allocated during the configuration (0 on CPU or when skipped)");
-  doubles("flops", [](const Row& r) { return r.flops; }, "FLOP", "roofline FLOPs per call, study conventions");
-  doubles("bytes", [](const Row& r) { return r.bytes; }, "B", "roofline bytes per call, study conventions");
-  doubles("intensity", [](const Row& r) { return r.intensity; }, "FLOP/B", "flops / bytes");
+  col("flops", [](const Row& r) { return r.flops; }, "FLOP", "roofline FLOPs per call, study conventions");
+  col("bytes", [](const Row& r) { return r.bytes; }, "B", "roofline bytes per call, study conventions");
+  col("intensity", [](const Row& r) { return r.intensity; }, "FLOP/B", "flops / bytes");
   out.commit();
 }
 

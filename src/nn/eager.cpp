@@ -76,24 +76,30 @@ at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& ins
   throw Error("apply_node: unknown op of node " + n.name);
 }
 
+namespace {
+// The executors' compute dtypes and their names.
+constexpr std::pair<at::ScalarType, const char*> kDtypes[] = {
+    {at::kFloat, "float32"}, {at::kDouble, "float64"}, {at::kBFloat16, "bfloat16"}};
+}  // namespace
+
 std::string dtype_name(at::ScalarType t) {
-  if (t == at::kFloat) return "float32";
-  if (t == at::kDouble) return "float64";
-  if (t == at::kBFloat16) return "bfloat16";
+  for (const auto& [d, name] : kDtypes)
+    if (d == t) return name;
   throw InputError("dtype must be float32, float64 or bfloat16, got " + std::string(c10::toString(t)));
 }
 
 at::ScalarType parse_dtype(const std::string& name, const std::string& what) {
-  if (name == "float32") return at::kFloat;
-  if (name == "float64") return at::kDouble;
-  if (name == "bfloat16") return at::kBFloat16;
+  for (const auto& [d, n] : kDtypes)
+    if (name == n) return d;
   throw InputError(what + ": expected float32, float64 or bfloat16, got '" + name + "'");
 }
 
 void require_executor_dtype(const char* who, at::ScalarType t) {
-  if (t != at::kFloat && t != at::kDouble && t != at::kBFloat16)
-    throw InputError(std::string(who) + ": dtype must be float32, float64 or bfloat16, got " +
-                     std::string(c10::toString(t)));
+  try {
+    dtype_name(t);
+  } catch (const InputError& e) {
+    throw InputError(std::string(who) + ": " + e.what());
+  }
 }
 
 namespace {
