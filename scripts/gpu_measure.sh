@@ -6,38 +6,85 @@
 #   scripts/gpu_measure.sh denoiser  ceilings; DRUNet 4096² eager/native in fp32 and bf16
 #   scripts/gpu_measure.sh study     study_4096 at 1 GPU: pre in bf16, with a 40 GB and an 8 GB
 #                                    memory limit, and eager bf16
-# Prepared on 2026-12-01 without device time; not run yet.
+#   scripts/gpu_measure.sh inductor  DRUNet 4096² eager/native/inductor (max-autotune, cold and
+#                                    warm); study_4096 with inductor in pre, post and fused
+#   scripts/gpu_measure.sh sweep     input/sweep.toml: eager, native and inductor (packages compiled
+#                                    in parallel first), to $OUT/pnp_bench.h5
+#   scripts/gpu_measure.sh profile   kernel profiles of eager, native and inductor: DnCNN and UNet
+#                                    3 ch 2048², DRUNet 1 ch 4096²; study_4096 in all four modes
+#                                    (fp32) and pre in bf16
+#   scripts/gpu_measure.sh quality   DRUNet 4096² bf16 kernel profile; study_4096 with the trained
+#                                    dncnn_ct (FBP start, 20 iterations) in fp32 and bf16: PSNR
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|quality}
 log="$out/$stage.log"
+cache=/tmp/pnp_inductor_cache
+run() {  # name, then --set overrides
+  local name=$1; shift
+  echo "== study $name"
+  # (the 4096² output files exceed what comes back: they stay in /tmp, the log keeps the figures)
+  "$bin/pnp_recon" input/study_4096.toml --output "/tmp/study_$name.h5" --force "$@" 2>&1 |
+    grep -vE "^iteration " | tail -25
+}
 {
   echo "== $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown) stage $stage"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   case $stage in
     tests)
       for t in test_native test_physics test_nn; do
-        echo "== $t"; "$bin/$t" -s 2>&1 | grep -E "MESSAGE|ERROR|FAILED|test cases|assertions" | tail -40
+        echo "== $t"; "$bin/$t" -s 2>&1 | grep -E -A2 "MESSAGE|ERROR|FAILED|test cases|assertions" | grep -vE "^--$|^$" | tail -60
       done ;;
     denoiser)
       "$bin/pnp_bench" --ceilings --device cuda --output "$out/ceilings.h5" --force
       for dt in float32 bfloat16; do
         "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype "$dt" --backends eager,native --native cfg
-      done ;;
+      done
+      # bf16 with cuDNN's fused conv+ReLU (NativeOptions::cudnn_fused_bf16), against the above
+      "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype bfloat16 --backends native --native cfgb ;;
     study)
-      run() {  # name, then --set overrides
-        local name=$1; shift
-        echo "== study $name"
-        # (the 4096² output files exceed what comes back: they stay in /tmp, the log keeps the figures)
-        "$bin/pnp_recon" input/study_4096.toml --output "/tmp/study_$name.h5" --force "$@" 2>&1 |
-          grep -vE "^iteration " | tail -25
-      }
       run pre_bf16 --set compile.mode='"pre"' --set denoiser.precision='"bf16"'
       run none_bf16 --set denoiser.precision='"bf16"'
       run pre_limit40 --set compile.mode='"pre"' --set denoiser.memory_limit_gb=40
       run pre_limit8 --set compile.mode='"pre"' --set denoiser.memory_limit_gb=8 ;;
+    inductor)
+      # cold: nn_time removes the package first; the study runs then hit the same package
+      "$bin/nn_time" drunet 1 4096x4096 --device cuda --backends eager,native,inductor --mode max-autotune \
+        --cache "$cache"
+      cp "$cache"/inductor/*.log "$out/" 2>/dev/null
+      for m in pre post fused; do
+        run "inductor_$m" --set compile.mode="\"$m\"" --set compile.backend='"inductor"' \
+          --set compile.cache_dir="\"$cache\""
+      done ;;
+    sweep)
+      TORCHINDUCTOR_COMPILE_THREADS=2 PNP_CACHE_DIR=$cache "$bin/pnp_bench" input/sweep.toml --output "$out/pnp_bench.h5" --force
+      python3 test/bench/check_sweep.py "$out/pnp_bench.h5" ;;
+    profile)
+      # the inductor packages first, all at once (pnp_bench compiles them before timing)
+      grid() {  # channels, architectures, shape
+        printf '[sweep]\narchitectures = %s\nchannels = %s\nshapes = [%s]\nbackends = ["inductor"]\n' "$2" "$1" "$3"
+        printf 'warmup = 1\ntimed = 1\nstable = 1\n[inductor]\ncache_dir = "%s"\ncompile_jobs = 2\n' "$cache"
+      }
+      grid 3 '["dncnn", "unet"]' '[2048, 2048]' >/tmp/grid3.toml
+      grid 1 '["drunet"]' '[4096, 4096]' >/tmp/grid1.toml
+      for g in 3 1; do "$bin/pnp_bench" /tmp/grid$g.toml --output /tmp/grid$g.h5 --force & done
+      wait
+      for a in "dncnn 3 2048x2048" "unet 3 2048x2048" "drunet 1 4096x4096"; do
+        # shellcheck disable=SC2086
+        "$bin/nn_time" $a --device cuda --backends eager,native,inductor --mode max-autotune --cache "$cache" \
+          --warm-only --profile 3
+      done
+      for m in none pre post fused; do run "fp32_$m" --set compile.mode="\"$m\""; done
+      run pre_bf16 --set compile.mode='"pre"' --set denoiser.precision='"bf16"' ;;
+    quality)
+      "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype bfloat16 --backends native --profile 3
+      q=(--set solver.init='"fbp"' --set solver.step_scale=1.9 --set solver.relaxation=0.2
+         --set solver.iterations=20 --set solver.metrics_every=5 --set denoiser.architecture='"dncnn"'
+         --set denoiser.weights='"dncnn_ct"' --set compile.mode='"pre"')
+      run dncnn_fp32 "${q[@]}"
+      run dncnn_bf16 "${q[@]}" --set denoiser.precision='"bf16"' ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 } 2>&1 | tee "$log"

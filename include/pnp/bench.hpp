@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "pnp/core.hpp"
+#include "pnp/nn/inductor.hpp"
 #include "pnp/nn/native.hpp"
 
 namespace pnp::bench {
@@ -45,6 +46,10 @@ struct SweepConfig {
   double sigma = 0.1;
   int64_t seed = 0;
   nn::NativeOptions native;
+  // [inductor]: mode, cache_dir, and how many packages compile at once before the timing
+  // starts ($PNP_INDUCTOR_MODE and $PNP_CACHE_DIR, when set, override mode and cache_dir).
+  nn::InductorOptions inductor;
+  int64_t compile_jobs = 4;
   std::map<std::string, ModelOverride> models;
   std::string output = "pnp_bench.h5";
   bool force = false;
@@ -68,6 +73,9 @@ struct Row {
   std::string reason;
   double first_call_s = std::numeric_limits<double>::quiet_NaN();
   double compile_s = std::numeric_limits<double>::quiet_NaN();
+  // inductor: the exporter's wall time when this run compiled the package (compile_jobs of them
+  // in parallel), 0 on a cache hit; NaN for other backends. compile_s includes it.
+  double export_s = std::numeric_limits<double>::quiet_NaN();
   double stable_s = std::numeric_limits<double>::quiet_NaN();
   int64_t peak_memory_bytes = 0;
   double flops = 0, bytes = 0, intensity = 0;  // roofline, study conventions

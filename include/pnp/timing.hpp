@@ -6,6 +6,7 @@
 #include <c10/core/Event.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,6 +60,9 @@ class PhaseTimer {
   std::vector<int64_t> phase_peak_;
 };
 
+// The device with its index made explicit: "cuda" (no index) becomes the current CUDA device,
+// e.g. cuda:0; any other device is returned as is. The functions below take either.
+c10::Device concrete_device(c10::Device d);
 // Peak bytes allocated on a CUDA device by the caching allocator (0 on CPU or without CUDA),
 // and a reset of that peak.
 int64_t device_peak_bytes(c10::Device d);
@@ -90,5 +94,20 @@ class CallTimer {
   double since(const Mark& a) const;  // records the end, synchronises, returns seconds
   c10::Device device_;
 };
+
+// Device kernels (and copies) of `calls` calls of fn, recorded by the Kineto profiler (CUPTI) and
+// summed by kernel name, longest total first; `busy_seconds` is their sum (kernel time, without
+// the gaps between kernels). Empty on CPU. For measuring programs (nn_time --profile).
+struct KernelProfile {
+  struct Kernel {
+    std::string name;
+    int64_t count = 0;
+    double seconds = 0;
+  };
+  std::vector<Kernel> kernels;
+  double busy_seconds = 0;
+  int calls = 0;
+};
+KernelProfile profile_kernels(c10::Device device, const std::function<void()>& fn, int calls);
 
 }  // namespace pnp

@@ -1,6 +1,7 @@
 """Readers for pnp_recon and pnp_bench HDF5 outputs (docs/output_schema.md)."""
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,9 +17,9 @@ class SchemaError(ValueError):
     """A file that is not a valid pnp output; the message names the file and the problem."""
 
 
-def _attr(f: h5py.File, name: str, path) -> object:
+def _attr(f: h5py.File, name: str, path, required=schema.REQUIRED_ROOT_ATTRS) -> object:
     if name not in f.attrs:
-        if name not in schema.REQUIRED_ROOT_ATTRS:
+        if name not in required:
             return None
         raise SchemaError(f"{path}: missing root attribute '{name}' (see docs/output_schema.md)")
     value = f.attrs[name]
@@ -127,14 +128,15 @@ class ReconRun:
         return int(self.timings["total"].shape[0])
 
 
-def _open_checked(path: Path, program: str, root_attrs) -> tuple[h5py.File, dict]:
-    """Opens a result file written by `program`; returns it (open) and its root attributes."""
+def _open_checked(path: Path, program: str, root_attrs, required=schema.REQUIRED_ROOT_ATTRS) -> tuple[h5py.File, dict]:
+    """Opens a result file written by `program`; returns it (open) and its root attributes
+    (`required` ones must be there, the others read as None when absent)."""
     try:
         f = h5py.File(path, "r")
     except OSError as e:
         raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
     try:
-        attrs = {a: _attr(f, a, path) for a in root_attrs}
+        attrs = {a: _attr(f, a, path, required) for a in root_attrs}
         if attrs["program"] != program:
             raise SchemaError(f"{path}: written by '{attrs['program']}', expected {program}")
     except SchemaError:
@@ -177,10 +179,13 @@ class BenchFile:
     rows: list = field(default_factory=list)
 
 
-def _columns(f: h5py.File, group: str, kinds: dict, path) -> list[dict]:
-    """The rows of a group of equal-length column datasets, typed by `kinds` (str, int, float)."""
+def _columns(f: h5py.File, group: str, kinds: dict, path, optional=()) -> list[dict]:
+    """The rows of a group of equal-length column datasets, typed by `kinds` (str, int, float);
+    a float column named in `optional` that the file lacks reads as NaN."""
     columns = {}
     for name, kind in kinds.items():
+        if name in optional and name not in f.get(group, {}):
+            continue
         col = np.atleast_1d(_dataset(f, f"/{group}/{name}", path))
         if kind == "str":
             col = [c.decode() if isinstance(c, bytes) else str(c) for c in col]
@@ -193,6 +198,8 @@ def _columns(f: h5py.File, group: str, kinds: dict, path) -> list[dict]:
     if len(lengths) != 1:
         raise SchemaError(f"{path}: /{group} columns have different lengths {sorted(lengths)}")
     n = lengths.pop()
+    for name in kinds:
+        columns.setdefault(name, [math.nan] * n)
     return [{name: columns[name][i] for name in kinds} | {"file": str(path)} for i in range(n)]
 
 
@@ -221,11 +228,11 @@ def read_bench(path) -> BenchFile:
     path = Path(path)
     if is_ceilings(path):
         raise SchemaError(f"{path}: a pnp_bench --ceilings file, not a sweep (read it with read_ceilings)")
-    f, attrs = _open_checked(path, "pnp_bench", schema.BENCH_ROOT_ATTRS)
+    f, attrs = _open_checked(path, "pnp_bench", schema.BENCH_ROOT_ATTRS, schema.BENCH_REQUIRED_ROOT_ATTRS)
     with f:
         if "results" not in f or not isinstance(f["results"], h5py.Group):
             raise SchemaError(f"{path}: missing group '/results' (see docs/output_schema.md)")
-        rows = _columns(f, "results", schema.BENCH_COLUMNS, path)
+        rows = _columns(f, "results", schema.BENCH_COLUMNS, path, schema.BENCH_OPTIONAL)
     return BenchFile(path=path, attrs=attrs, rows=rows)
 
 

@@ -13,7 +13,13 @@ RECON_ROOT_ATTRS = (
 REQUIRED_ROOT_ATTRS = ("program", "version", "git_commit", "date", "ranks", "gpu_names",
                        "compile_mode", "compile_backend")
 """What the readers insist on; the other attributes are read when present (older files)."""
-BENCH_ROOT_ATTRS = RECON_ROOT_ATTRS
+BENCH_ROOT_ATTRS = (
+    "program", "version", "git_commit", "date", "host", "ranks", "gpu_names",
+    "torch_version", "cuda_version", "nccl_version", "config", "device",
+    "compile_mode", "compile_backend", "architecture",
+)
+BENCH_REQUIRED_ROOT_ATTRS = ("program", "version", "git_commit", "date", "ranks", "gpu_names")
+"""pnp_bench files before 2026-12-01 lack compile_mode, compile_backend and architecture."""
 
 PHASES = ("forward_projection", "allreduce", "backprojection", "step",
           "halo_exchange", "denoise", "clamp")
@@ -51,9 +57,11 @@ BENCH_COLUMNS = {
     # column: kind ("str", "int" or "float")
     "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",
     "gpu": "str", "status": "str", "reason": "str", "first_call_s": "float",
-    "compile_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
+    "compile_s": "float", "export_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
     "flops": "float", "bytes": "float", "intensity": "float",
 }
+BENCH_OPTIONAL = ("export_s",)
+"""Columns that files written before they existed lack (pnp_bench before 2026-12-01); read as NaN."""
 
 REGIONS = {
     "region_gradient": ("forward_projection", "allreduce", "backprojection", "step"),

@@ -160,6 +160,7 @@ def bench_rows(gpu, speed=1.0, skip=(), seed=0) -> list[dict]:
                     "reason": "out of memory" if skipped else "",
                     "first_call_s": math.nan if skipped else t * (3 if backend == "eager" else 60),
                     "compile_s": math.nan if skipped else (0.0 if backend == "eager" else t * 55),
+                    "export_s": math.nan,
                     "stable_s": math.nan if skipped else t,
                     "peak_memory_bytes": 0 if skipped else int(nbytes * 0.3),
                     "flops": flops, "bytes": nbytes, "intensity": intensity})
@@ -171,9 +172,10 @@ def write_bench(path, rows, *, gpu=H100, mode="pre", backend="native") -> Path:
     path = Path(path)
     kinds = {"architecture": STR, "dim": np.int64, "shape": STR, "backend": STR, "mode": STR,
              "gpu": STR, "status": STR, "reason": STR, "first_call_s": np.float64,
-             "compile_s": np.float64, "stable_s": np.float64, "peak_memory_bytes": np.int64,
+             "compile_s": np.float64, "export_s": np.float64, "stable_s": np.float64,
+             "peak_memory_bytes": np.int64,
              "flops": np.float64, "bytes": np.float64, "intensity": np.float64}
-    units = {"first_call_s": "s", "compile_s": "s", "stable_s": "s", "peak_memory_bytes": "B",
+    units = {"first_call_s": "s", "compile_s": "s", "export_s": "s", "stable_s": "s", "peak_memory_bytes": "B",
              "flops": "FLOP", "bytes": "B", "intensity": "FLOP/B", "dim": "1"}
     with h5py.File(path, "w") as f:
         _root_attrs(f, "pnp_bench", 1, gpu, mode, backend, "dncnn,drunet,unet",

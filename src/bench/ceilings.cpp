@@ -43,8 +43,8 @@ double rel_err(const at::Tensor& a, const at::Tensor& ref) {
 }  // namespace
 
 std::vector<Ceiling> measure_ceilings(const CeilingOptions& o, std::ostream& progress) {
-  const at::Device dev = o.device == "cpu" ? at::Device(at::kCPU) : at::Device(o.device);
-  if (dev.is_cuda() && !at::hasCUDA()) throw InputError("--device " + o.device + ": no CUDA device is available");
+  if (o.device != "cpu" && !at::hasCUDA()) throw InputError("--device " + o.device + ": no CUDA device is available");
+  const at::Device dev = concrete_device(o.device == "cpu" ? at::Device(at::kCPU) : at::Device(o.device));
   if (o.warmup < 0 || o.timed < 1) throw InputError("ceilings: warmup must be >= 0 and timed >= 1");
   const bool gpu = dev.is_cuda();
   const CallTimer timer(dev);

@@ -7,15 +7,20 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #ifdef PNP_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -28,6 +33,7 @@
 #include "pnp/nn/nn.hpp"
 #include "pnp/roofline.hpp"
 #include "pnp/timing.hpp"
+#include "pnp/toml_schema.hpp"
 
 namespace pnp::bench {
 
@@ -57,6 +63,92 @@ void free_device_cache(at::Device d) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+nn::Graph sweep_graph(const SweepConfig& c, const std::string& arch, const std::vector<int64_t>& spatial) {
+  nn::DenoiserSpec spec;
+  spec.architecture = arch;
+  spec.dim = static_cast<int>(spatial.size());
+  spec.in_channels = spec.out_channels = static_cast<int>(c.channels);
+  if (auto it = c.models.find(arch); it != c.models.end()) {
+    spec.features = it->second.features;
+    spec.blocks = it->second.blocks;
+  }
+  return nn::build(spec);
+}
+
+std::vector<int64_t> sweep_shape(const SweepConfig& c, const std::vector<int64_t>& spatial) {
+  std::vector<int64_t> shape{c.batch, c.channels};
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  return shape;
+}
+
+nn::InductorOptions inductor_options(const SweepConfig& c) {
+  nn::InductorOptions o = c.inductor;
+  if (const char* e = std::getenv("PNP_CACHE_DIR"); e && *e) o.cache_dir = e;
+  if (const char* e = std::getenv("PNP_INDUCTOR_MODE"); e && *e) o.mode = e;
+  return o;
+}
+
+// One inductor package per architecture x shape, compiled before any timing: c.compile_jobs
+// exporter subprocesses at a time (each is mostly host work: tracing, code generation, the C++
+// and Triton compiles), so a sweep's cold compiles take a fraction of their serial sum.
+struct Prepared {
+  nn::InductorPackage package;
+  std::string error;  // the compile failed: the row reports it rather than compiling again
+};
+std::map<std::pair<std::string, std::string>, Prepared> prepare_inductor(const SweepConfig& c, at::Device device,
+                                                                          at::ScalarType dtype, std::ostream& progress) {
+  struct Job {
+    std::string arch, shape;
+    nn::Graph g;
+    nn::Weights w;
+    std::vector<int64_t> input;
+    Prepared result;
+  };
+  std::vector<Job> jobs;
+  for (const auto& arch : c.architectures)
+    for (const auto& spatial : c.shapes) {
+      Job j{arch, "", sweep_graph(c, arch, spatial), {}, sweep_shape(c, spatial), {}};
+      j.shape = shape_key(j.input);
+      try {
+        nn::infer_shapes(j.g, j.input);
+      } catch (const std::exception&) {
+        continue;  // the row reports the impossible shape
+      }
+      j.w = nn::init_weights(j.g, static_cast<uint64_t>(c.seed));
+      jobs.push_back(std::move(j));
+    }
+  const nn::InductorOptions opt = inductor_options(c);
+  const size_t workers = std::min(jobs.size(), static_cast<size_t>(std::max<int64_t>(1, c.compile_jobs)));
+  progress << "pnp_bench: inductor (" << opt.mode << ", cache " << opt.cache_dir << "): preparing " << jobs.size()
+           << " packages, " << workers << " at a time" << std::endl;
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex out_mutex;
+  const auto t0 = Clock::now();
+  auto work = [&] {
+    for (size_t i; (i = next++) < jobs.size();) {
+      Job& j = jobs[i];
+      try {
+        j.result.package = nn::prepare_inductor_package(j.g, j.w, device, dtype, j.input, opt);
+      } catch (const std::exception& e) {
+        j.result.error = e.what();
+      }
+      std::lock_guard<std::mutex> hold(out_mutex);
+      progress << "  [" << ++done << "/" << jobs.size() << "] inductor " << j.arch << " " << j.shape << ": "
+               << (!j.result.error.empty()               ? "failed: " + first_line(j.result.error)
+                   : j.result.package.compiled_here ? "compiled in " + human_seconds(j.result.package.exporter_seconds)
+                                                    : std::string("cache hit"))
+               << " (" << human_seconds(std::chrono::duration<double>(Clock::now() - t0).count()) << " elapsed)"
+               << std::endl;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t k = 0; k < workers; ++k) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  std::map<std::pair<std::string, std::string>, Prepared> out;
+  for (auto& j : jobs) out[{j.arch, j.shape}] = std::move(j.result);
+  return out;
+}
+
 }  // namespace
 
 std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
@@ -70,26 +162,24 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
   std::vector<Row> rows;
   progress << "pnp_bench: " << total << " configurations on " << gpu << " (" << c.dtype << "), " << c.warmup
            << " warm-up + " << c.timed << " timed calls, stable = mean of the last " << c.stable << "\n";
+  // The inductor arm runs on CUDA. On the CPU, Inductor's C++ compile takes ~30 s per row even
+  // for tiny networks, so it runs only when PNP_BENCH_INDUCTOR_CPU=1.
+  const char* ind_cpu = std::getenv("PNP_BENCH_INDUCTOR_CPU");
+  const bool inductor_here = device.is_cuda() || (ind_cpu && std::string(ind_cpu) == "1");
+  std::map<std::pair<std::string, std::string>, Prepared> prepared;
+  if (inductor_here && std::find(c.backends.begin(), c.backends.end(), "inductor") != c.backends.end())
+    prepared = prepare_inductor(c, device, dtype, progress);
   for (const auto& arch : c.architectures) {
     for (const auto& spatial : c.shapes) {
-      nn::DenoiserSpec spec;
-      spec.architecture = arch;
-      spec.dim = static_cast<int>(spatial.size());
-      spec.in_channels = spec.out_channels = static_cast<int>(c.channels);
-      if (auto it = c.models.find(arch); it != c.models.end()) {
-        spec.features = it->second.features;
-        spec.blocks = it->second.blocks;
-      }
-      const nn::Graph g = nn::build(spec);
-      std::vector<int64_t> shape{c.batch, c.channels};
-      shape.insert(shape.end(), spatial.begin(), spatial.end());
+      const nn::Graph g = sweep_graph(c, arch, spatial);
+      const std::vector<int64_t> shape = sweep_shape(c, spatial);
       const auto counts = roofline::count(g, shape, at::elementSize(dtype));  // InputError for an impossible shape
       std::optional<nn::Weights> weights;              // drawn once per architecture and shape
       at::Tensor x_cpu;
       for (const auto& backend : c.backends) {
         Row r;
         r.architecture = arch;
-        r.dim = spec.dim;
+        r.dim = g.dim;
         r.shape = shape_key(shape);
         r.backend = backend;
         r.mode = backend == "eager" ? "none" : "pre";
@@ -97,10 +187,6 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
         r.flops = counts.flops_study;
         r.bytes = counts.bytes_study;
         r.intensity = counts.intensity_study();
-        // The inductor arm runs on CUDA. On the CPU, Inductor's C++ compile takes ~30 s per row
-        // even for tiny networks, so it runs only when PNP_BENCH_INDUCTOR_CPU=1.
-        const char* ind_cpu = std::getenv("PNP_BENCH_INDUCTOR_CPU");
-        const bool inductor_here = device.is_cuda() || (ind_cpu && std::string(ind_cpu) == "1");
         if (backend != "eager" && backend != "native" && !(backend == "inductor" && inductor_here)) {
           r.status = "skipped";
           r.reason = backend == "inductor"
@@ -124,14 +210,16 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
               ex = nn::make_eager(g, *weights, device, dtype);
               r.compile_s = 0.0;
             } else if (backend == "inductor") {
-              // Compile cost: the exporter subprocess on a cache miss, else the package load.
-              // Cache and mode: $PNP_CACHE_DIR (default .pnp_cache), $PNP_INDUCTOR_MODE
-              // (default max-autotune; "default" for Inductor's default mode).
-              nn::InductorOptions o;
-              if (const char* e = std::getenv("PNP_CACHE_DIR"); e && *e) o.cache_dir = e;
-              if (const char* e = std::getenv("PNP_INDUCTOR_MODE"); e && *e) o.mode = e;
-              auto n = nn::make_inductor(g, *weights, device, dtype, shape, o);
-              r.compile_s = n->compile_seconds();
+              // Compile cost: the exporter subprocess (run by prepare_inductor, in parallel with
+              // others) on a cache miss, plus the package load.
+              r.export_s = 0.0;
+              if (auto it = prepared.find({arch, r.shape}); it != prepared.end()) {
+                if (!it->second.error.empty()) throw Error(it->second.error);
+                if (it->second.package.compiled_here) r.export_s = it->second.package.exporter_seconds;
+              }
+              auto n = nn::make_inductor(g, *weights, device, dtype, shape, inductor_options(c));
+              r.export_s += n->exporter_seconds();
+              r.compile_s = r.export_s + n->load_seconds();
               ex = std::move(n);
             } else {
               auto n = nn::make_native(g, *weights, device, dtype, shape, c.native);
@@ -156,7 +244,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
             r.failed = true;
           }
           if (r.status != "ok") {
-            r.first_call_s = r.compile_s = r.stable_s = std::numeric_limits<double>::quiet_NaN();
+            r.first_call_s = r.compile_s = r.export_s = r.stable_s = std::numeric_limits<double>::quiet_NaN();
             r.peak_memory_bytes = 0;
             free_device_cache(device);
           }
@@ -196,6 +284,11 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
   io::write_attr(f, "/", "gpu_names", rows.empty() ? device_name(parse_device(c.device)) : rows.front().gpu);
   io::write_attr(f, "/", "config", c.to_toml());
   io::write_attr(f, "/", "device", c.device);
+  // The filtering copies pnp_recon files carry (docs/output_schema.md): every compiled row is one
+  // denoiser compiled for one shape ("pre"); the backends and architectures of the grid.
+  io::write_attr(f, "/", "compile_mode", std::string("pre"));
+  io::write_attr(f, "/", "compile_backend", toml_schema::join(c.backends, ","));
+  io::write_attr(f, "/", "architecture", toml_schema::join(c.architectures, ","));
   auto col = [&](const char* name, auto get, const char* units, const char* desc) {
     io::write_column(f, std::string("/results/") + name, rows, get, units, desc);
   };
@@ -208,8 +301,12 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
   col("status", [](const Row& r) { return r.status; }, "", "ok or skipped");
   col("reason", [](const Row& r) { return r.reason; }, "", "why the row was skipped (empty when ok)");
   col("first_call_s", [](const Row& r) { return r.first_call_s; }, "s",
-          "first call including weight upload and compile (host clock, synchronised); NaN when skipped");
+          "first call including weight upload and compile (host clock, synchronised; inductor: the package load, "
+          "its exporter time is export_s); NaN when skipped");
   col("compile_s", [](const Row& r) { return r.compile_s; }, "s", "compile alone (0 for eager; NaN when skipped)");
+  col("export_s", [](const Row& r) { return r.export_s; }, "s",
+      "inductor: exporter wall time when this run compiled the package (inductor.compile_jobs in parallel), "
+      "0 on a cache hit; NaN for other backends and when skipped");
   col("stable_s", [](const Row& r) { return r.stable_s; }, "s",
           "mean of the last timed calls, each timed with device events (host clock on CPU); NaN when skipped");
   col("peak_memory_bytes", [](const Row& r) { return r.peak_memory_bytes; }, "B",
@@ -242,7 +339,9 @@ int bench_main(int argc, char** argv) {
                    "each synchronised and timed with device events; stable = mean of the last ones), with\n"
                    "roofline counts, one HDF5 row per configuration (docs/output_schema.md, /results).\n"
                    "CONFIG sections: [sweep] architectures channels batch shapes backends warmup timed stable\n"
-                   "device dtype sigma seed; [native] channels_last fuse autotune cuda_graph warmup_calls;\n"
+                   "device dtype sigma seed; [native] channels_last fuse autotune cuda_graph warmup_calls\n"
+                   "cudnn_fused_bf16; [inductor] mode cache_dir compile_jobs (packages compiled in parallel\n"
+                   "before timing; $PNP_INDUCTOR_MODE / $PNP_CACHE_DIR override);\n"
                    "[models.<arch>] features blocks; [output] file force. Example: input/sweep.toml.\n\n"
                 << opts;
       return 0;

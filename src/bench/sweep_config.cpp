@@ -122,7 +122,19 @@ SweepConfig parse_sweep(const std::string& text, const std::string& source) {
           {"autotune", [&](const toml::node& v, const std::string& k) { s.native.autotune = get_bool(c, v, k); }},
           {"cuda_graph", [&](const toml::node& v, const std::string& k) { s.native.cuda_graph = get_bool(c, v, k); }},
           {"warmup_calls",
-           [&](const toml::node& v, const std::string& k) { s.native.warmup_calls = static_cast<int>(get_int(c, v, k, 1, 100)); }}});
+           [&](const toml::node& v, const std::string& k) { s.native.warmup_calls = static_cast<int>(get_int(c, v, k, 1, 100)); }},
+          {"cudnn_fused_bf16", [&](const toml::node& v, const std::string& k) { s.native.cudnn_fused_bf16 = get_bool(c, v, k); }}});
+  };
+  sections["inductor"] = [&](const toml::node& n, const std::string& key) {
+    if (!n.is_table()) c.bad(n, key, "must be a table");
+    walk(c, *n.as_table(), "inductor",
+         {{"mode", [&](const toml::node& v, const std::string& k) { s.inductor.mode = get_string(c, v, k, {"max-autotune", "default"}); }},
+          {"cache_dir",
+           [&](const toml::node& v, const std::string& k) {
+             s.inductor.cache_dir = get_string(c, v, k);
+             if (s.inductor.cache_dir.empty()) c.bad(v, k, "must not be empty");
+           }},
+          {"compile_jobs", [&](const toml::node& v, const std::string& k) { s.compile_jobs = get_int(c, v, k, 1, 256); }}});
   };
   sections["output"] = [&](const toml::node& n, const std::string& key) {
     if (!n.is_table()) c.bad(n, key, "must be a table");
@@ -186,7 +198,9 @@ std::string SweepConfig::to_toml() const {
      << "\nstable = " << stable << "\ndevice = \"" << device << "\"\ndtype = \"" << dtype << "\"\nsigma = " << sigma
      << "\nseed = " << seed << "\n\n[native]\nchannels_last = " << tf(native.channels_last)
      << "\nfuse = " << tf(native.fuse) << "\nautotune = " << tf(native.autotune) << "\ncuda_graph = "
-     << tf(native.cuda_graph) << "\nwarmup_calls = " << native.warmup_calls << "\n";
+     << tf(native.cuda_graph) << "\nwarmup_calls = " << native.warmup_calls
+     << "\ncudnn_fused_bf16 = " << tf(native.cudnn_fused_bf16) << "\n\n[inductor]\nmode = \"" << inductor.mode
+     << "\"\ncache_dir = \"" << inductor.cache_dir << "\"\ncompile_jobs = " << compile_jobs << "\n";
   for (const auto& [a, m] : models) {
     os << "\n[models." << a << "]\n";
     if (!m.features.empty()) os << "features = " << toml_ints(m.features) << "\n";

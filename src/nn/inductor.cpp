@@ -1,5 +1,6 @@
 // The inductor backend (include/pnp/nn/inductor.hpp): cache, exporter subprocess, AOTI loader.
 #include "pnp/nn/inductor.hpp"
+#include "pnp/timing.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -177,25 +179,122 @@ bool lock_owner_dead(const fs::path& lock) {
   return host == me && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
+// Makes `pkg.path` exist: a hit, another process's compile (waited for), or the exporter run here.
+class PackageMaker {
+ public:
+  PackageMaker(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype,
+               const std::vector<int64_t>& shape, const InductorOptions& opt)
+      : g_(g), w_(w), device_(device), dtype_(dtype), shape_(shape), opt_(opt) {}
+
+  InductorPackage run() {
+    pkg_.key = inductor_cache_key(g_, shape_, dtype_, device_, opt_.mode);
+    pkg_.path = inductor_package_path(g_, shape_, dtype_, device_, opt_);
+    obtain();
+    return std::move(pkg_);
+  }
+
+ private:
+  void obtain() {
+    const fs::path pkg(pkg_.path), lock(pkg_.path + ".lock"), failed(pkg_.path + ".failed");
+    std::error_code ec;
+    fs::create_directories(pkg.parent_path(), ec);
+    if (ec) throw Error("inductor backend: cannot create the cache directory " + pkg.parent_path().string() + ": " + ec.message());
+    const auto t0 = Clock::now();
+    bool waited = false;
+    while (!fs::exists(pkg)) {
+      // We waited for another process's lock and it left a failure note during this call: its
+      // compile failed on this key, so ours would too.
+      if (waited && fs::exists(failed) && fs::last_write_time(failed, ec) >= start_file_time_)
+        throw Error(read_tail(failed, 6000));
+      Lock l;
+      if (l.try_take(lock)) {
+        if (fs::exists(pkg)) break;  // finished between our check and the lock
+        fs::remove(failed, ec);
+        compile(failed);
+        return;
+      }
+      waited = true;
+      auto age = fs::file_time_type::clock::now() - fs::last_write_time(lock, ec);
+      if (!ec && (std::chrono::duration<double>(age).count() > opt_.lock_stale_seconds || lock_owner_dead(lock))) {
+        pkg_.notes.push_back("took over a stale lock " + lock.string());
+        fs::remove(lock, ec);
+        continue;
+      }
+      if (since(t0) > opt_.wait_timeout_seconds)
+        throw Error("inductor backend: waited " + std::to_string(static_cast<int>(since(t0))) + " s for " +
+                    lock.string() + " (another process compiling); remove it if no compile is running");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (waited) pkg_.notes.push_back("waited " + std::to_string(since(t0)) + " s for another process's compile");
+  }
+
+  void compile(const fs::path& failed) {
+    const std::string python = inductor_python(opt_), pypath = inductor_python_path(opt_);
+    const std::string& package = pkg_.path;
+    const std::string stem = package.substr(0, package.size() - 4);
+    const fs::path ir = stem + ".ir.json", wts = stem + ".weights." + std::to_string(getpid()) + ".h5",
+                   log = stem + ".log";
+    {
+      std::ofstream f(ir);
+      f << g_.to_json();
+    }
+    {
+      // Serial HDF5 is not thread-safe; packages may be prepared from several threads at once.
+      static std::mutex h5;
+      std::lock_guard<std::mutex> hold(h5);
+      save_weights(wts.string(), g_, w_);
+    }
+    std::string dev = device_.is_cpu() ? "cpu" : "cuda:" + std::to_string(device_.index());
+    const auto t0 = Clock::now();
+    int rc = 0;
+    try {
+      rc = run_python(python, pypath,
+                      {"--ir", ir.string(), "--weights", wts.string(), "--shape", join(shape_, ","), "--dtype",
+                       dtype_name(dtype_), "--device", dev, "--mode", opt_.mode, "--out", package, "--expect-torch",
+                       TORCH_VERSION},
+                      log);
+    } catch (const Error& e) {
+      std::ofstream(failed) << e.what();
+      fs::remove(wts);
+      throw;
+    }
+    pkg_.exporter_seconds = since(t0);
+    fs::remove(wts);
+    if (rc != 0 || !fs::exists(package)) {
+      try {
+        exporter_failed(rc, python, pypath, log, "compiling " + g_.architecture + " for " + shape_string(shape_));
+      } catch (const Error& e) {
+        std::ofstream(failed) << e.what();
+        throw;
+      }
+    }
+    std::ofstream(stem + ".json") << "{\"key\": \"" << pkg_.key << "\", \"exporter_seconds\": " << pkg_.exporter_seconds
+                                  << ", \"python\": \"" << python << "\"}\n";
+    pkg_.compiled_here = true;
+  }
+
+  const Graph& g_;
+  const Weights& w_;
+  at::Device device_;
+  at::ScalarType dtype_;
+  const std::vector<int64_t>& shape_;
+  const InductorOptions& opt_;
+  InductorPackage pkg_;
+  fs::file_time_type start_file_time_ = fs::file_time_type::clock::now() - std::chrono::seconds(2);
+};
+
 class InductorImpl final : public InductorExecutor {
  public:
   InductorImpl(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype, std::vector<int64_t> shape,
                const InductorOptions& opt)
-      : g_(g), device_(device), dtype_(dtype), shape_(std::move(shape)) {
+      : g_(g), device_(concrete_device(device)), dtype_(dtype), shape_(std::move(shape)) {
     const auto t0 = Clock::now();
-    dtype_name(dtype);
-    if (opt.mode != "max-autotune" && opt.mode != "default")
-      throw InputError("inductor backend: mode must be \"max-autotune\" or \"default\", got \"" + opt.mode + "\"");
-    infer_shapes(g, shape_);  // InputError for impossible shapes
-    check_weights(g, w, "weights");
-    if (device_.is_cuda() && !device_.has_index()) {
-#ifdef PNP_HAVE_CUDA
-      device_ = at::Device(at::kCUDA, at::cuda::current_device());
-#endif
-    }
-    key_ = inductor_cache_key(g, shape_, dtype, device_, opt.mode);
-    package_ = inductor_package_path(g, shape_, dtype, device_, opt);
-    obtain(g, w, opt);
+    InductorPackage pkg = prepare_inductor_package(g, w, device_, dtype, shape_, opt);
+    key_ = std::move(pkg.key);
+    package_ = std::move(pkg.path);
+    exporter_seconds_ = pkg.exporter_seconds;
+    compiled_here_ = pkg.compiled_here;
+    notes_ = std::move(pkg.notes);
     const auto t1 = Clock::now();
     load(w);
     load_seconds_ = since(t1);
@@ -237,80 +336,6 @@ class InductorImpl final : public InductorExecutor {
     auto out = loader_->run(in, stream);
     if (out.size() != 1) throw Error("inductor package " + package_ + " returned " + std::to_string(out.size()) + " outputs");
     return out[0];
-  }
-
-  // Makes sure the package exists: a hit, another process's compile, or ours.
-  void obtain(const Graph& g, const Weights& w, const InductorOptions& opt) {
-    const fs::path pkg(package_), lock(package_ + ".lock"), failed(package_ + ".failed");
-    std::error_code ec;
-    fs::create_directories(pkg.parent_path(), ec);
-    if (ec) throw Error("inductor backend: cannot create the cache directory " + pkg.parent_path().string() + ": " + ec.message());
-    const auto t0 = Clock::now();
-    bool waited = false;
-    while (!fs::exists(pkg)) {
-      // We waited for another process's lock and it left a failure note during this call: its
-      // compile failed on this key, so ours would too.
-      if (waited && fs::exists(failed) && fs::last_write_time(failed, ec) >= start_file_time_)
-        throw Error(read_tail(failed, 6000));
-      Lock l;
-      if (l.try_take(lock)) {
-        if (fs::exists(pkg)) break;  // finished between our check and the lock
-        fs::remove(failed, ec);
-        compile(g, w, opt, failed);
-        return;
-      }
-      waited = true;
-      auto age = fs::file_time_type::clock::now() - fs::last_write_time(lock, ec);
-      if (!ec && (std::chrono::duration<double>(age).count() > opt.lock_stale_seconds || lock_owner_dead(lock))) {
-        notes_.push_back("took over a stale lock " + lock.string());
-        fs::remove(lock, ec);
-        continue;
-      }
-      if (since(t0) > opt.wait_timeout_seconds)
-        throw Error("inductor backend: waited " + std::to_string(static_cast<int>(since(t0))) + " s for " +
-                    lock.string() + " (another process compiling); remove it if no compile is running");
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    if (waited) notes_.push_back("waited " + std::to_string(since(t0)) + " s for another process's compile");
-  }
-
-  void compile(const Graph& g, const Weights& w, const InductorOptions& opt, const fs::path& failed) {
-    const std::string python = inductor_python(opt), pypath = inductor_python_path(opt);
-    const std::string stem = package_.substr(0, package_.size() - 4);
-    const fs::path ir = stem + ".ir.json", wts = stem + ".weights." + std::to_string(getpid()) + ".h5",
-                   log = stem + ".log";
-    {
-      std::ofstream f(ir);
-      f << g.to_json();
-    }
-    save_weights(wts.string(), g, w);
-    std::string dev = device_.is_cpu() ? "cpu" : "cuda:" + std::to_string(device_.index());
-    const auto t0 = Clock::now();
-    int rc = 0;
-    try {
-      rc = run_python(python, pypath,
-                      {"--ir", ir.string(), "--weights", wts.string(), "--shape", join(shape_, ","), "--dtype",
-                       dtype_name(dtype_), "--device", dev, "--mode", opt.mode, "--out", package_, "--expect-torch",
-                       TORCH_VERSION},
-                      log);
-    } catch (const Error& e) {
-      std::ofstream(failed) << e.what();
-      fs::remove(wts);
-      throw;
-    }
-    exporter_seconds_ = since(t0);
-    fs::remove(wts);
-    if (rc != 0 || !fs::exists(package_)) {
-      try {
-        exporter_failed(rc, python, pypath, log, "compiling " + g.architecture + " for " + shape_string(shape_));
-      } catch (const Error& e) {
-        std::ofstream(failed) << e.what();
-        throw;
-      }
-    }
-    std::ofstream(stem + ".json") << "{\"key\": \"" << key_ << "\", \"exporter_seconds\": " << exporter_seconds_
-                                  << ", \"python\": \"" << python << "\"}\n";
-    compiled_here_ = true;
   }
 
   void load(const Weights& w) {
@@ -359,7 +384,6 @@ class InductorImpl final : public InductorExecutor {
   double compile_seconds_ = 0, exporter_seconds_ = 0, load_seconds_ = 0;
   bool compiled_here_ = false;
   std::vector<std::string> notes_;
-  fs::file_time_type start_file_time_ = fs::file_time_type::clock::now() - std::chrono::seconds(2);
 };
 
 }  // namespace
@@ -393,6 +417,16 @@ std::string inductor_package_path(const Graph& g, const std::vector<int64_t>& sh
   const std::string name = g.architecture + std::to_string(g.dim) + "d-" + g.hash() + "-" + join(shape, "x") + "-" +
                            dtype_name(dtype) + "-" + device_tag(device) + "-" + opt.mode + "-" + fnv1a_hex(key) + ".pt2";
   return (fs::path(opt.cache_dir) / "inductor" / name).string();
+}
+
+InductorPackage prepare_inductor_package(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype,
+                                         const std::vector<int64_t>& input_shape, const InductorOptions& opt) {
+  dtype_name(dtype);
+  if (opt.mode != "max-autotune" && opt.mode != "default")
+    throw InputError("inductor backend: mode must be \"max-autotune\" or \"default\", got \"" + opt.mode + "\"");
+  infer_shapes(g, input_shape);  // InputError for impossible shapes
+  check_weights(g, w, "weights");
+  return PackageMaker(g, w, concrete_device(device), dtype, input_shape, opt).run();
 }
 
 std::unique_ptr<InductorExecutor> make_inductor(const Graph& g, const Weights& w, at::Device device,

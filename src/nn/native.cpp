@@ -1,5 +1,6 @@
 // The native backend (include/pnp/nn/native.hpp): plan, fold, fuse, allocate, autotune, capture.
 #include "pnp/nn/native.hpp"
+#include "pnp/timing.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -82,7 +83,7 @@ class NativeImpl final : public NativeExecutor {
  public:
   NativeImpl(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype, std::vector<int64_t> shape,
              NativeOptions opt)
-      : g_(g), device_(device), dtype_(dtype), shape_(std::move(shape)), opt_(opt) {
+      : g_(g), device_(concrete_device(device)), dtype_(dtype), shape_(std::move(shape)), opt_(opt) {
     const auto t0 = std::chrono::steady_clock::now();
     require_executor_dtype("native executor", dtype);
     check_weights(g, w, "weights");
@@ -147,7 +148,8 @@ class NativeImpl final : public NativeExecutor {
       const int r = readers[id][0];
       return g_.nodes[r].op == op ? r : -1;
     };
-    const bool cuda_fused = device_.is_cuda() && dtype_ == at::kFloat;
+    const bool cuda_fused =
+        device_.is_cuda() && (dtype_ == at::kFloat || (dtype_ == at::kBFloat16 && opt_.cudnn_fused_bf16));
     std::vector<int> absorbed(n, 0);
     const int dim = g_.dim;
     auto param = [&](const Node& nd, const char* role) -> at::Tensor {

@@ -2,6 +2,11 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 #ifdef PNP_HAVE_CUDA
@@ -12,7 +17,7 @@
 namespace pnp {
 
 PhaseTimer::PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations)
-    : device_(device), phases_(std::move(phases)), iterations_(iterations) {
+    : device_(concrete_device(device)), phases_(std::move(phases)), iterations_(iterations) {
   size_t n = static_cast<size_t>(iterations);
   phase_peak_.assign(phases_.size(), 0);
   starts_.resize(n);
@@ -85,8 +90,14 @@ void PhaseTimer::finish() {
   sample_peak();
 }
 
+c10::Device concrete_device(c10::Device d) {
+  if (d.is_cuda() && !d.has_index()) return c10::impl::getDeviceGuardImpl(d.type())->getDevice();
+  return d;
+}
+
 int64_t device_peak_bytes(c10::Device d) {
 #ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
   if (d.is_cuda()) {
     auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
     return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
@@ -98,6 +109,7 @@ int64_t device_peak_bytes(c10::Device d) {
 
 void reset_device_peak(c10::Device d) {
 #ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
   if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
 #endif
   (void)d;
@@ -105,6 +117,7 @@ void reset_device_peak(c10::Device d) {
 
 std::string device_name(c10::Device d) {
 #ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
   if (d.is_cuda()) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, d.index()) == cudaSuccess) return prop.name;
@@ -113,7 +126,7 @@ std::string device_name(c10::Device d) {
   return d.is_cuda() ? "cuda" : "cpu";
 }
 
-CallTimer::CallTimer(c10::Device device) : device_(device) {}
+CallTimer::CallTimer(c10::Device device) : device_(concrete_device(device)) {}
 
 void CallTimer::sync() const {
   if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->synchronizeDevice(device_.index());
@@ -137,6 +150,39 @@ double CallTimer::since(const Mark& a) const {
     return a.ev->elapsedTime(b) * 1e-3;
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - a.host).count();
+}
+
+KernelProfile profile_kernels(c10::Device device, const std::function<void()>& fn, int calls) {
+  KernelProfile p;
+  p.calls = calls;
+  device = concrete_device(device);
+  if (!device.is_cuda() || calls <= 0) return p;
+  namespace prof = torch::profiler::impl;
+  const CallTimer timer(device);
+  timer.sync();
+  const prof::ProfilerConfig cfg(prof::ProfilerState::KINETO);
+  const std::set<prof::ActivityType> acts{prof::ActivityType::CPU, prof::ActivityType::CUDA};
+  torch::autograd::profiler::prepareProfiler(cfg, acts);
+  torch::autograd::profiler::enableProfiler(cfg, acts);
+  for (int i = 0; i < calls; ++i) fn();
+  timer.sync();
+  const auto result = torch::autograd::profiler::disableProfiler();
+  std::map<std::string, KernelProfile::Kernel> by_name;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() != c10::DeviceType::CUDA) continue;
+    const std::string n = e.name();
+    if (n.rfind("cuda", 0) == 0) continue;  // runtime API calls, not device work
+    auto& k = by_name[n];
+    k.name = n;
+    k.count += 1;
+    k.seconds += static_cast<double>(e.durationNs()) * 1e-9;
+  }
+  for (auto& [n, k] : by_name) {
+    p.busy_seconds += k.seconds;
+    p.kernels.push_back(std::move(k));
+  }
+  std::sort(p.kernels.begin(), p.kernels.end(), [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+  return p;
 }
 
 }  // namespace pnp

@@ -11,11 +11,12 @@ import numpy as np
 COLUMNS = {
     "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",
     "gpu": "str", "status": "str", "reason": "str", "first_call_s": "float",
-    "compile_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
+    "compile_s": "float", "export_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
     "flops": "float", "bytes": "float", "intensity": "float",
 }
 ROOT_ATTRS = ["program", "version", "git_commit", "date", "host", "ranks", "gpu_names",
-              "torch_version", "cuda_version", "nccl_version", "config"]
+              "torch_version", "cuda_version", "nccl_version", "config", "device",
+              "compile_mode", "compile_backend", "architecture"]
 
 
 def fail(msg):

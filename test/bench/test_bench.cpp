@@ -22,7 +22,9 @@ TEST_CASE("input/sweep.toml is the study's grid") {
   CHECK(c.batch == 1);
   CHECK(c.shapes == std::vector<std::vector<int64_t>>{{512, 512}, {1024, 1024}, {2048, 2048}, {128, 128, 128},
                                                       {8, 512, 512}, {16, 512, 512}});
-  CHECK(c.backends == std::vector<std::string>{"eager", "native"});
+  CHECK(c.backends == std::vector<std::string>{"eager", "native", "inductor"});
+  CHECK(c.inductor.mode == "max-autotune");
+  CHECK(c.compile_jobs == 18);
   CHECK(c.warmup == 5);
   CHECK(c.timed == 10);
   CHECK(c.stable == 5);
@@ -63,13 +65,18 @@ TEST_CASE("sweep TOML round trip") {
   SweepConfig c = parse_sweep(
       "[sweep]\narchitectures = [\"unet\"]\nchannels = 1\nshapes = [[64, 32], [8, 8, 8]]\nbackends = [\"native\"]\n"
       "warmup = 2\ntimed = 3\nstable = 2\ndevice = \"cpu\"\ndtype = \"float64\"\nsigma = 0.05\nseed = 7\n"
-      "[native]\nfuse = false\ncuda_graph = false\n[models.unet]\nfeatures = [4, 8]\n[output]\nfile = \"a.h5\"\nforce = true\n",
+      "[native]\nfuse = false\ncuda_graph = false\ncudnn_fused_bf16 = false\n[inductor]\nmode = \"default\"\n"
+      "cache_dir = \"/tmp/c\"\ncompile_jobs = 3\n[models.unet]\nfeatures = [4, 8]\n[output]\nfile = \"a.h5\"\nforce = true\n",
       "t.toml");
   SweepConfig d = parse_sweep(c.to_toml(), "again.toml");
   CHECK(d.to_toml() == c.to_toml());
   CHECK(d.shapes == c.shapes);
   CHECK(d.models.at("unet").features == std::vector<int64_t>{4, 8});
   CHECK_FALSE(d.native.fuse);
+  CHECK_FALSE(d.native.cudnn_fused_bf16);
+  CHECK(d.inductor.mode == "default");
+  CHECK(d.inductor.cache_dir == "/tmp/c");
+  CHECK(d.compile_jobs == 3);
   CHECK(d.native.channels_last);
   CHECK(d.output == "a.h5");
   CHECK(d.force);

@@ -8,11 +8,15 @@
 // replayed, as the post and fused placements do.
 //   nn_time ARCH CHANNELS SHAPE [--device cuda] [--dtype float32|bfloat16|float64]
 //           [--backends eager,native,inductor] [--timed 10] [--native cfag] [--mode default]
-//           [--cache DIR]
-// --native letters switch native options on: c channels-last, f fuse, a autotune, g CUDA graph.
+//           [--cache DIR] [--warm-only] [--profile N]
+// --native letters switch native options on: c channels-last, f fuse, a autotune, g CUDA graph,
+// b cuDNN's fused ops in bf16. --warm-only keeps an inductor package already in the cache (no
+// cold run). --profile N records N more calls per arm with the Kineto profiler and prints the
+// longest device kernels (names, calls per forward, time per forward) and the kernel-busy time.
 #include <ATen/ATen.h>
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -46,14 +50,17 @@ std::vector<std::string> split(const std::string& s, char sep) {
 int main(int argc, char** argv) {
   try {
     std::string arch, shape_s, dev_s, dtype_s, backends_s, native_s;
-    int channels = 1, timed = 10;
+    int channels = 1, timed = 10, profile = 0;
+    bool warm_only = false;
     nn::InductorOptions io;
     po::options_description opts("nn_time ARCH CHANNELS SHAPE(e.g. 4096x4096) [options]");
     opts.add_options()("help,h", "print this help")("device", po::value(&dev_s)->default_value("cuda"), "cpu or cuda")(
         "dtype", po::value(&dtype_s)->default_value("float32"), "float32, bfloat16 or float64")(
         "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
         "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
-        "native", po::value(&native_s)->default_value("cfag"), "native options on: c channels-last, f fuse, a autotune, g graph")(
+        "native", po::value(&native_s)->default_value("cfagb"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16")(
+        "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
+        "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
         "mode", po::value(&io.mode)->default_value("default"), "inductor mode: default or max-autotune")(
         "cache", po::value(&io.cache_dir)->default_value(".pnp_cache_time"), "inductor cache directory");
     po::options_description hidden;
@@ -76,13 +83,14 @@ int main(int argc, char** argv) {
     std::vector<int64_t> shape{1, channels};
     for (const auto& t : split(shape_s, 'x')) shape.push_back(std::stoll(t));
     s.dim = static_cast<int>(shape.size()) - 2;
-    const at::Device device = dev_s == "cpu" ? at::Device(at::kCPU) : at::Device(dev_s);
+    const at::Device device = concrete_device(dev_s == "cpu" ? at::Device(at::kCPU) : at::Device(dev_s));
     const at::ScalarType dtype = nn::parse_dtype(dtype_s, "--dtype");
     nn::NativeOptions nopt;
     nopt.channels_last = native_s.find('c') != std::string::npos;
     nopt.fuse = native_s.find('f') != std::string::npos;
     nopt.autotune = native_s.find('a') != std::string::npos;
     nopt.cuda_graph = native_s.find('g') != std::string::npos;
+    nopt.cudnn_fused_bf16 = native_s.find('b') != std::string::npos;
 
     const auto g = nn::build(s);
     const auto w = nn::init_weights(g, 1);
@@ -92,6 +100,10 @@ int main(int argc, char** argv) {
     std::vector<std::string> arms;
     for (const auto& b : split(backends_s, ','))
       if (b == "inductor") {
+        if (warm_only) {
+          arms.push_back("inductor-warm");
+          continue;
+        }
         arms.insert(arms.end(), {"inductor-cold", "inductor-warm"});
         const std::string pkg = nn::inductor_package_path(g, shape, dtype, device, io);
         for (const auto& ext : {"", ".json", ".log", ".ir.json"}) fs::remove(pkg + ext);
@@ -138,6 +150,17 @@ int main(int argc, char** argv) {
                 << stable * 1e3 << " ms, " << c.flops / stable / 1e12 << " TFLOP/s, rel. diff to " << arms.front()
                 << " " << err << ", peak " << device_peak_bytes(device) / 1e9 << " GB" << (info.empty() ? "" : ", ")
                 << info << std::endl;
+      if (profile > 0) {
+        const KernelProfile kp = profile_kernels(device, [&] { ex->forward(x, 0.1); }, profile);
+        std::cout << "nn_time profile " << arm << ": " << kp.kernels.size() << " distinct kernels, kernel-busy "
+                  << kp.busy_seconds / profile * 1e3 << " ms per forward (stable " << stable * 1e3 << " ms)\n";
+        for (size_t i = 0; i < std::min<size_t>(kp.kernels.size(), 15); ++i) {
+          const auto& k = kp.kernels[i];
+          std::cout << "  " << k.seconds / profile * 1e3 << " ms  " << 100 * k.seconds / kp.busy_seconds << " %  "
+                    << static_cast<double>(k.count) / profile << " x  " << k.name.substr(0, 110) << "\n";
+        }
+        std::cout.flush();
+      }
 #ifdef PNP_HAVE_CUDA
       if (arm == "inductor-warm" && device.is_cuda()) {  // capturable, as post/fused need
         at::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());

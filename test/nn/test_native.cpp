@@ -248,6 +248,20 @@ TEST_CASE("native equals eager on CUDA (float32, float64, bf16), graph captured,
       at::Tensor y2 = nat->forward(x2.to(dev), 0.05);
       CHECK(rel_err(y2, make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
       CHECK(rel_err(nat->forward(x, 0.3), y) < (dtype == at::kDouble ? 1e-14 : 1e-5));
+      if (dtype == at::kBFloat16) {
+        // bf16 uses cuDNN's fused conv+ReLU by default; the generic ops (the option off) agree.
+        NativeOptions o;
+        o.cudnn_fused_bf16 = false;
+        auto generic = make_native(g, w, dev, dtype, c.shape, o);
+        std::string gnotes;
+        for (const auto& n : generic->notes()) gnotes += n + "; ";
+        at::Tensor yg = generic->forward(x, 0.3);
+        const double eg = rel_err(yg, ref64);
+        MESSAGE(c.arch << " " << c.dim << "D bf16 with generic ops: rel err " << eg << " (cuDNN fused "
+                       << rel_err(y, ref64) << "), notes: " << gnotes);
+        CHECK(eg < tol);
+        CHECK(rel_err(generic->forward(x2.to(dev), 0.05), make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
+      }
     }
   }
 }

@@ -60,6 +60,20 @@ class InductorExecutor : public Executor {
   virtual std::vector<std::string> notes() const = 0;
 };
 
+// A package in the cache, as prepare_inductor_package left it.
+struct InductorPackage {
+  std::string path, key;
+  bool compiled_here = false;     // this call ran the exporter (a miss)
+  double exporter_seconds = 0;    // that subprocess's wall time; 0 otherwise
+  std::vector<std::string> notes;  // waited for another process, took over a stale lock
+};
+// The first half of make_inductor: makes sure the package for (g, shape, dtype, device, mode)
+// exists in the cache (hit, another process's compile, or the exporter run here) and loads
+// nothing. It touches no device memory and may run in several threads at once, so a caller can
+// compile many packages in parallel (pnp_bench does, sweep.compile_jobs) before loading any.
+InductorPackage prepare_inductor_package(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype,
+                                         const std::vector<int64_t>& input_shape, const InductorOptions& opt = {});
+
 // Throws InputError for an impossible shape or dtype and for weights not matching g; Error when
 // the exporter cannot run or fails (with the tail of its log).
 std::unique_ptr<InductorExecutor> make_inductor(const Graph& g, const Weights& w, at::Device device,

@@ -52,6 +52,10 @@ struct NativeOptions {
   bool autotune = true;    // cuDNN benchmark mode during the compile warm-up (CUDA)
   bool cuda_graph = true;  // capture the whole forward as one CUDA graph (CUDA)
   int warmup_calls = 1;    // compile-time warm-up runs (autotuning, validation) before capture
+  // bf16 on CUDA: also use cuDNN's fused conv+ReLU / conv+add+ReLU (float32 always does). An
+  // op cuDNN rejects falls back to generic ops during the warm-up (see notes()). On by default:
+  // DRUNet 4096² bf16 153 ms fused against 166 ms generic, same accuracy (H200, 2026-12-01).
+  bool cudnn_fused_bf16 = true;
 };
 
 class NativeExecutor : public Executor {
