@@ -70,7 +70,7 @@ struct InductorPackage {
 // The first half of make_inductor: makes sure the package for (g, shape, dtype, device, mode)
 // exists in the cache (hit, another process's compile, or the exporter run here) and loads
 // nothing. It touches no device memory and may run in several threads at once, so a caller can
-// compile many packages in parallel (pnp_bench does, sweep.compile_jobs) before loading any.
+// compile many packages in parallel (pnp_bench does, inductor.compile_jobs) before loading any.
 InductorPackage prepare_inductor_package(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype,
                                          const std::vector<int64_t>& input_shape, const InductorOptions& opt = {});
 
