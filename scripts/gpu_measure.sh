@@ -13,15 +13,20 @@
 #   scripts/gpu_measure.sh profile   kernel profiles of eager, native and inductor: DnCNN and UNet
 #                                    3 ch 2048², DRUNet 1 ch 4096²; study_4096 in all four modes
 #                                    (fp32) and pre in bf16
+#   scripts/gpu_measure.sh profile3d kernel profiles of native and inductor, DnCNN and DRUNet 3 ch 128³
 #   scripts/gpu_measure.sh quality   DRUNet 4096² bf16 kernel profile; study_4096 with the trained
 #                                    dncnn_ct (FBP start, 20 iterations) in fp32 and bf16: PSNR
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|quality}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|quality}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
+grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
+  printf '[sweep]\narchitectures = %s\nchannels = %s\nshapes = [%s]\nbackends = ["inductor"]\n' "$2" "$1" "$3"
+  printf 'warmup = 1\ntimed = 1\nstable = 1\n[inductor]\ncache_dir = "%s"\ncompile_jobs = 2\n' "$cache"
+}
 run() {  # name, then --set overrides
   local name=$1; shift
   echo "== study $name"
@@ -63,10 +68,6 @@ run() {  # name, then --set overrides
       python3 test/bench/check_sweep.py "$out/pnp_bench.h5" ;;
     profile)
       # the inductor packages first, all at once (pnp_bench compiles them before timing)
-      grid() {  # channels, architectures, shape
-        printf '[sweep]\narchitectures = %s\nchannels = %s\nshapes = [%s]\nbackends = ["inductor"]\n' "$2" "$1" "$3"
-        printf 'warmup = 1\ntimed = 1\nstable = 1\n[inductor]\ncache_dir = "%s"\ncompile_jobs = 2\n' "$cache"
-      }
       grid 3 '["dncnn", "unet"]' '[2048, 2048]' >/tmp/grid3.toml
       grid 1 '["drunet"]' '[4096, 4096]' >/tmp/grid1.toml
       for g in 3 1; do "$bin/pnp_bench" /tmp/grid$g.toml --output /tmp/grid$g.h5 --force & done
@@ -78,6 +79,14 @@ run() {  # name, then --set overrides
       done
       for m in none pre post fused; do run "fp32_$m" --set compile.mode="\"$m\""; done
       run pre_bf16 --set compile.mode='"pre"' --set denoiser.precision='"bf16"' ;;
+    profile3d)
+      grid 3 '["dncnn", "drunet"]' '[128, 128, 128]' >/tmp/grid3d.toml
+      "$bin/pnp_bench" /tmp/grid3d.toml --output /tmp/grid3d.h5 --force
+      for a in "dncnn 3 128x128x128" "drunet 3 128x128x128"; do
+        # shellcheck disable=SC2086
+        "$bin/nn_time" $a --device cuda --backends native,inductor --mode max-autotune --cache "$cache" \
+          --warm-only --profile 3
+      done ;;
     quality)
       "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype bfloat16 --backends native --profile 3
       q=(--set solver.init='"fbp"' --set solver.step_scale=1.9 --set solver.relaxation=0.2
