@@ -14,13 +14,14 @@
 #                                    3 ch 2048², DRUNet 1 ch 4096²; study_4096 in all four modes
 #                                    (fp32) and pre in bf16
 #   scripts/gpu_measure.sh profile3d kernel profiles of native and inductor, DnCNN and DRUNet 3 ch 128³
+#   scripts/gpu_measure.sh unet      test_native; UNet 3 ch 2048² and 128³ eager/native with kernel profiles
 #   scripts/gpu_measure.sh quality   DRUNet 4096² bf16 kernel profile; study_4096 with the trained
 #                                    dncnn_ct (FBP start, 20 iterations) in fp32 and bf16: PSNR
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|quality}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|quality}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -86,6 +87,11 @@ run() {  # name, then --set overrides
         # shellcheck disable=SC2086
         "$bin/nn_time" $a --device cuda --backends native,inductor --mode max-autotune --cache "$cache" \
           --warm-only --profile 3
+      done ;;
+    unet)
+      "$bin/test_native" 2>&1 | tail -3
+      for s in 2048x2048 128x128x128; do
+        "$bin/nn_time" unet 3 "$s" --device cuda --backends eager,native --profile 3
       done ;;
     quality)
       "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype bfloat16 --backends native --profile 3

@@ -375,6 +375,26 @@ class NativeImpl final : public NativeExecutor {
     if (uses_sigma_) sigma_buf_ = at::zeros({1}, opts);
   }
 
+  // Nearest upsampling by whole factors as one broadcast copy: y viewed as [N, C, D0, f0, D1, f1,
+  // ...] receives x viewed with stride 0 over each f. Same values as upsample_nearest (output
+  // index i reads input i / f); in channels-last the copy's inner loop runs over contiguous
+  // channels, where ATen's NHWC nearest-upsample kernel was measured at a fraction of the copy
+  // bandwidth (UNet 3 ch 2048²: 6.2 ms for 3 calls, H200). False when a factor is not whole.
+  static bool upsample_by_copy(at::Tensor& y, const at::Tensor& x) {
+    const int64_t d = x.dim() - 2;
+    std::vector<int64_t> sizes{x.size(0), x.size(1)}, ys{y.stride(0), y.stride(1)}, xs{x.stride(0), x.stride(1)};
+    for (int64_t k = 0; k < d; ++k) {
+      const int64_t in = x.size(2 + k), out = y.size(2 + k);
+      if (in <= 0 || out % in != 0) return false;
+      const int64_t f = out / in;
+      sizes.insert(sizes.end(), {in, f});
+      ys.insert(ys.end(), {y.stride(2 + k) * f, y.stride(2 + k)});
+      xs.insert(xs.end(), {x.stride(2 + k), 0});
+    }
+    y.as_strided(sizes, ys).copy_(x.as_strided(sizes, xs));
+    return true;
+  }
+
   at::Tensor slot_view(const Step& s) const {
     return slots_[static_cast<size_t>(s.slot)].as_strided(s.shape, strides_for(s.shape, cl_));
   }
@@ -466,11 +486,13 @@ class NativeImpl final : public NativeExecutor {
         }
         case Kind::upsample: {
           y = slot_view(s);
-          std::vector<int64_t> os(s.shape.begin() + 2, s.shape.end());
-          if (dim == 2)
-            at::upsample_nearest2d_out(y, in, os, s.scales[0], s.scales[1]);
-          else
-            at::upsample_nearest3d_out(y, in, os, s.scales[0], s.scales[1], s.scales[2]);
+          if (!upsample_by_copy(y, in)) {
+            std::vector<int64_t> os(s.shape.begin() + 2, s.shape.end());
+            if (dim == 2)
+              at::upsample_nearest2d_out(y, in, os, s.scales[0], s.scales[1]);
+            else
+              at::upsample_nearest3d_out(y, in, os, s.scales[0], s.scales[1], s.scales[2]);
+          }
           break;
         }
         case Kind::pad:
