@@ -15,13 +15,14 @@
 #                                    (fp32) and pre in bf16
 #   scripts/gpu_measure.sh profile3d kernel profiles of native and inductor, DnCNN and DRUNet 3 ch 128³
 #   scripts/gpu_measure.sh unet      test_native; UNet 3 ch 2048² and 128³ eager/native with kernel profiles
+#   scripts/gpu_measure.sh unetsweep the sweep's UNet rows, eager/native/inductor, to $OUT/pnp_bench_unet.h5
 #   scripts/gpu_measure.sh quality   DRUNet 4096² bf16 kernel profile; study_4096 with the trained
 #                                    dncnn_ct (FBP start, 20 iterations) in fp32 and bf16: PSNR
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|quality}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -93,6 +94,12 @@ run() {  # name, then --set overrides
       for s in 2048x2048 128x128x128; do
         "$bin/nn_time" unet 3 "$s" --device cuda --backends eager,native --profile 3
       done ;;
+    unetsweep)
+      # the sweep's UNet rows, all three arms in one call (after the upsample change)
+      sed -e 's/^architectures = .*/architectures = ["unet"]/' -e 's/^compile_jobs = .*/compile_jobs = 6/' \
+        input/sweep.toml >/tmp/sweep_unet.toml
+      TORCHINDUCTOR_COMPILE_THREADS=2 PNP_CACHE_DIR=$cache "$bin/pnp_bench" /tmp/sweep_unet.toml \
+        --output "$out/pnp_bench_unet.h5" --force ;;
     quality)
       "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype bfloat16 --backends native --profile 3
       q=(--set solver.init='"fbp"' --set solver.step_scale=1.9 --set solver.relaxation=0.2
