@@ -221,14 +221,10 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     std::cerr << "error: " << e.what() << " (see --help)\n";
     return 2;
-  } catch (const InputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
   } catch (const c10::Error& e) {
     std::cerr << "error: " << e.what_without_backtrace() << "\n";
     return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error();
   }
 }

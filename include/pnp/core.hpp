@@ -25,6 +25,9 @@ class InputError : public Error {
 
 // Rethrows the exception in flight with `context: ` prepended, keeping its type.
 [[noreturn]] void rethrow_with_context(std::string_view context);
+// For a program's main, inside a catch block: prints "error: <what>" of the exception in flight
+// to stderr and returns the exit code, 2 for an InputError (bad input), 1 for anything else.
+int report_error();
 
 // Half-open pixel box [r0, r1) x [c0, c1) in global image coordinates.
 struct Box {

@@ -89,8 +89,8 @@ nn::InductorOptions inductor_options(const SweepConfig& c) {
 }
 
 // One inductor package per architecture x shape, compiled before any timing: c.compile_jobs
-// exporter subprocesses at a time (each is mostly host work: tracing, code generation, the C++
-// and Triton compiles), so a sweep's cold compiles take a fraction of their serial sum.
+// exporter subprocesses at a time (host work: tracing, code generation, the C++ and Triton
+// compiles), so a sweep's cold compiles take a fraction of their serial sum.
 struct Prepared {
   nn::InductorPackage package;
   std::string error;  // the compile failed: the row reports it rather than compiling again
@@ -380,12 +380,8 @@ int bench_main(int argc, char** argv) {
       return 1;
     }
     return 0;
-  } catch (const InputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error();
   }
 }
 

@@ -23,6 +23,20 @@ void rethrow_with_context(std::string_view context) {
   }
 }
 
+int report_error() {
+  try {
+    throw;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "error: unknown exception\n");
+  }
+  return 1;
+}
+
 std::string to_string(const Box& b) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "rows [%lld, %lld) x cols [%lld, %lld)", (long long)b.r0,

@@ -2,7 +2,6 @@
 // [--device D] [--dry-run] [--help-config].
 #include <boost/program_options.hpp>
 
-#include <cstdio>
 #include <iostream>
 
 #include "pnp/cli.hpp"
@@ -53,12 +52,8 @@ int train_main(int argc, char** argv) {
     }
     TrainResult r = run_training(cfg, std::cout);
     return r.finished || cfg.train.stop_after > 0 ? 0 : 1;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return report_error();
   }
 }
 

@@ -182,11 +182,7 @@ int main(int argc, char** argv) {
 #endif
     }
     return 0;
-  } catch (const InputError& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+  } catch (...) {
+    return report_error();
   }
 }
