@@ -65,9 +65,15 @@ struct Array {
 
 // Datasets: `path` is absolute or relative to the root; intermediate groups are created.
 // Every dataset written by pnp carries `units` and `description` attributes.
-template <class T>  // float, double, int64_t, int32_t
+template <class T>  // float, double, int64_t, int32_t, int8_t
 void write(H5File& f, const std::string& path, const T* data, const std::vector<int64_t>& shape,
            std::string_view units, std::string_view description);
+// float32 values stored as IEEE binary16 (rounded to nearest, ties to even; readers get
+// float32 back through read<float>, h5py gets numpy.float16).
+void write_float16(H5File& f, const std::string& path, const float* data, const std::vector<int64_t>& shape,
+                   std::string_view units, std::string_view description);
+// The nearest binary16 value of v (ties to even), as a float; overflow gives +-inf.
+float round_to_float16(float v);
 template <class T>
 void write_scalar(H5File& f, const std::string& path, T value, std::string_view units,
                   std::string_view description);
@@ -99,6 +105,9 @@ Array<T> read(H5File& f, const std::string& path);
 std::vector<std::string> read_strings(H5File& f, const std::string& path);
 
 bool exists(H5File& f, const std::string& path);  // dataset or group, any depth
+// The declared shape of a dataset, read without reading (or allocating for) its data: check
+// it before calling read<T>.
+std::vector<int64_t> shape_of(H5File& f, const std::string& path);
 std::vector<std::string> list_datasets(H5File& f, const std::string& group = "/");
 
 using AttrValue = std::variant<std::string, int64_t, double>;

@@ -69,6 +69,10 @@ struct TrainSettings {
   double time_budget = 0.0;      // s; > 0: after `warmup` steps, cut `steps` to fit this budget
   int64_t stop_after = 0;        // stop (with a checkpoint) after this step; 0 = run to the end
   int64_t threads = 0;           // torch intra-op threads; 0 = default
+  // Compute precision of the forward and backward passes: "fp32" (TF32 convolutions on
+  // CUDA, as PyTorch's default) or "bf16" (autocast: bf16 convolutions with fp32 weights,
+  // Adam state, loss and accumulation). On CUDA the activations are channels-last.
+  std::string precision = "fp32";
 };
 
 struct ValidationConfig {
@@ -78,10 +82,12 @@ struct ValidationConfig {
   int64_t ellipses = 12;
   double sigma = 0.05;
   uint64_t seed = 1000003;   // phantom seeds seed..seed+images-1, disjoint from training scenes
+  double sigma_second = 0.01;  // a second noise level, reported at the end (the study's sigma); 0 = none
 };
 
 struct OutputConfig {
   std::string weights = "denoiser.h5";  // final weights (nn::save_weights layout + training attributes)
+  std::string encoding = "float32";     // how the final weights are stored: float32 | float16 | int8 (nn::WeightEncoding)
   std::string sidecar;                  // JSON record of the training; empty = weights with .json
   std::string log = "train_log.h5";     // loss, learning rate and validation curves
   std::string checkpoint = "train_checkpoint.h5";
@@ -147,7 +153,8 @@ double mean_psnr(const at::Tensor& x, const at::Tensor& reference);
 
 class TrainableModel {
  public:
-  TrainableModel(nn::Graph g, const nn::Weights& w, at::Device device);
+  // channels_last: conv weights and activations in NHWC (what cuDNN's tensor-core kernels read).
+  TrainableModel(nn::Graph g, const nn::Weights& w, at::Device device, bool channels_last = false);
   // x: [B, C, H, W]; sigma: [B] (the sigma map of sigma-aware graphs; ignored otherwise).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& sigma, bool training);
   std::vector<at::Tensor> parameters() const;  // trainable tensors, in graph order
@@ -159,6 +166,7 @@ class TrainableModel {
   nn::Graph g_;
   std::vector<std::vector<at::Tensor>> params_;  // per node, in node.params order
   std::vector<int> last_use_;
+  bool channels_last_ = false;
 };
 
 // ---- Training ----

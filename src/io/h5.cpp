@@ -42,6 +42,7 @@ hid_t mem_type() {
   else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
   else if constexpr (std::is_same_v<T, int64_t>) return H5T_NATIVE_INT64;
   else if constexpr (std::is_same_v<T, int32_t>) return H5T_NATIVE_INT32;
+  else if constexpr (std::is_same_v<T, int8_t>) return H5T_NATIVE_INT8;
   else static_assert(sizeof(T) == 0, "unsupported HDF5 element type");
 }
 
@@ -68,6 +69,13 @@ Handle open_object(H5File& f, const std::string& path) {
 
 Handle open_dataset(H5File& f, const std::string& path) {
   if (!exists(f, path)) throw InputError("dataset '" + path + "' not found in " + f.path().string());
+  {
+    Handle obj = open_object(f, path);
+    const H5I_type_t type = H5Iget_type(obj.id());
+    if (type != H5I_DATASET)
+      throw InputError("'" + path + "' in " + f.path().string() + " is not a dataset" +
+                       (type == H5I_GROUP ? " (it is a group)" : ""));
+  }
   hid_t id = H5Dopen2(f.id(), absolute(path).c_str(), H5P_DEFAULT);
   if (id < 0) fail(f, "cannot open dataset '" + path + "'");
   return Handle(id, H5Dclose);
@@ -120,6 +128,7 @@ template struct Array<float>;
 template struct Array<double>;
 template struct Array<int64_t>;
 template struct Array<int32_t>;
+template struct Array<int8_t>;
 
 H5File H5File::create(const fs::path& path) {
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -151,6 +160,39 @@ void write(H5File& f, const std::string& path, const T* data, const std::vector<
             H5Dclose);
   if (!ds) fail(f, "cannot create dataset '" + path + "'");
   if (H5Dwrite(ds.id(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    fail(f, "cannot write dataset '" + path + "'");
+  annotate(ds.id(), units, description);
+}
+
+// IEEE binary16 as an HDF5 file type (HDF5 1.10 has no predefined one): sign bit 15, exponent
+// bits 10-14 (bias 15), mantissa bits 0-9. HDF5 converts to and from native float on I/O, and
+// h5py reads it as numpy.float16.
+static Handle float16_type() {
+  Handle t(H5Tcopy(H5T_IEEE_F32LE), H5Tclose);
+  if (H5Tset_fields(t.id(), 15, 10, 5, 0, 10) < 0 || H5Tset_precision(t.id(), 16) < 0 || H5Tset_offset(t.id(), 0) < 0 ||
+      H5Tset_size(t.id(), 2) < 0 || H5Tset_ebias(t.id(), 15) < 0)
+    throw Error("cannot define the HDF5 float16 type" + hdf5_reason());
+  return t;
+}
+
+float round_to_float16(float v) { return static_cast<float>(static_cast<_Float16>(v)); }
+
+void write_float16(H5File& f, const std::string& path, const float* data, const std::vector<int64_t>& shape,
+                   std::string_view units, std::string_view description) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
+                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+               H5Sclose);
+  Handle lcpl = link_creation_props();
+  Handle type = float16_type();
+  Handle ds(H5Dcreate2(f.id(), absolute(path).c_str(), type.id(), space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose);
+  if (!ds) fail(f, "cannot create dataset '" + path + "'");
+  // Rounded here (to nearest, ties to even), so the stored value does not depend on how
+  // HDF5's float conversion rounds.
+  std::vector<float> rounded(data, data + std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()));
+  for (float& v : rounded) v = round_to_float16(v);
+  if (H5Dwrite(ds.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rounded.data()) < 0)
     fail(f, "cannot write dataset '" + path + "'");
   annotate(ds.id(), units, description);
 }
@@ -206,6 +248,11 @@ std::vector<std::string> read_strings(H5File& f, const std::string& path) {
     H5free_memory(p);
   }
   return out;
+}
+
+std::vector<int64_t> shape_of(H5File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  return dataset_shape(f, ds.id(), path);
 }
 
 bool exists(H5File& f, const std::string& path) {
@@ -381,6 +428,7 @@ PNP_IO_INSTANTIATE(float)
 PNP_IO_INSTANTIATE(double)
 PNP_IO_INSTANTIATE(int64_t)
 PNP_IO_INSTANTIATE(int32_t)
+PNP_IO_INSTANTIATE(int8_t)
 #undef PNP_IO_INSTANTIATE
 
 }  // namespace pnp::io

@@ -135,50 +135,103 @@ void check_weights(const Graph& g, const Weights& w, const std::string& source) 
   if (mm.any()) throw InputError(mm.message(g, source));
 }
 
-Weights load_weights(const std::string& h5_path, const Graph& g) {
-  auto f = io::H5File::open(h5_path);
-  if (!io::exists(f, "/weights"))
-    throw InputError("weights file " + h5_path +
-                     " has no /weights group (convert deepinv .pth files with "
-                     "python3 -m pnp_postprocess.deepinv_convert)");
-  std::string file_arch;
-  if (io::has_attr(f, "/", "architecture")) file_arch = io::read_attr_string(f, "/", "architecture");
-  const std::string prefix = "/weights/";
-  std::map<std::string, std::string> present;  // key -> dataset path
-  for (const auto& d : io::list_datasets(f, "/weights")) {
-    std::string key = d.rfind(prefix, 0) == 0 ? d.substr(prefix.size()) : d;
-    present.emplace(key, d);
-  }
-  Mismatch mm;
-  Weights w;
-  std::set<std::string> known;
-  for (const auto* p : g.params()) {
-    known.insert(p->key);
-    auto it = present.find(p->key);
-    if (it == present.end()) {
-      mm.missing.push_back(p->key);
-      continue;
-    }
-    auto a = io::read<float>(f, it->second);
-    if (a.shape != p->shape) {
-      mm.misshaped.push_back(p->key + " " + shape_string(a.shape) + " (expected " + shape_string(p->shape) + ")");
-      continue;
-    }
-    auto t = at::empty(p->shape, at::kFloat);
-    std::memcpy(t.data_ptr<float>(), a.data.data(), a.data.size() * sizeof(float));
-    w.emplace(p->key, t);
-  }
-  for (const auto& [k, path] : present)
-    if (!known.count(k) && !ignored_key(k)) mm.unexpected.push_back(k);
-  if (mm.any()) {
-    std::string src = "weights file " + h5_path;
-    if (!file_arch.empty()) src += " (architecture '" + file_arch + "')";
-    throw InputError(mm.message(g, src));
-  }
-  return w;
+WeightEncoding parse_weight_encoding(const std::string& name) {
+  if (name == "float32") return WeightEncoding::float32;
+  if (name == "float16") return WeightEncoding::float16;
+  if (name == "int8") return WeightEncoding::int8;
+  throw InputError("weight encoding: expected \"float32\", \"float16\" or \"int8\", got \"" + name + "\"");
 }
 
-void save_weights(const std::string& h5_path, const Graph& g, const Weights& w) {
+const char* to_string(WeightEncoding e) {
+  switch (e) {
+    case WeightEncoding::float32: return "float32";
+    case WeightEncoding::float16: return "float16";
+    case WeightEncoding::int8: return "int8";
+  }
+  return "?";
+}
+
+namespace {
+constexpr const char* kInt8PerKernel = "int8_per_kernel";
+constexpr int64_t kInt8MinElements = 4096;
+
+bool int8_eligible(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (auto s : shape) n *= s;
+  return shape.size() >= 3 && n >= kInt8MinElements;
+}
+
+// One tensor of a weights file as float32, decoded from its encoding.
+at::Tensor read_tensor(io::H5File& f, const std::string& path, const std::string& key, const std::vector<int64_t>& shape) {
+  std::string enc = io::has_attr(f, path, "encoding") ? io::read_attr_string(f, path, "encoding") : "float32";
+  auto a = io::read<float>(f, path);
+  at::Tensor t = at::from_blob(a.data.data(), shape, at::kFloat).clone();
+  if (enc == kInt8PerKernel) {
+    const std::string sp = "/weight_scales/" + key;
+    if (!io::exists(f, sp)) throw InputError("weights " + key + " are int8 but " + sp + " is missing");
+    const std::vector<int64_t> want{shape[0], shape[1]};
+    if (io::shape_of(f, sp) != want)
+      throw InputError(sp + " must have shape " + shape_string(want) + ", has " + shape_string(io::shape_of(f, sp)));
+    auto sc = io::read<float>(f, sp);
+    std::vector<int64_t> bshape(shape.size(), 1);
+    bshape[0] = shape[0], bshape[1] = shape[1];
+    t.mul_(at::from_blob(sc.data.data(), bshape, at::kFloat));
+  } else if (enc != "float32" && enc != "float16") {
+    throw InputError("weights " + key + ": unknown encoding '" + enc + "'");
+  }
+  if (!at::isfinite(t).all().item<bool>()) throw InputError("weights " + key + " hold non-finite values (NaN or Inf)");
+  return t;
+}
+}  // namespace
+
+Weights load_weights(const std::string& h5_path, const Graph& g) {
+  try {
+    auto f = io::H5File::open(h5_path);
+    if (!io::exists(f, "/weights"))
+      throw InputError("weights file " + h5_path +
+                       " has no /weights group (convert deepinv .pth files with "
+                       "python3 -m pnp_postprocess.deepinv_convert)");
+    std::string file_arch;
+    if (io::has_attr(f, "/", "architecture")) file_arch = io::read_attr_string(f, "/", "architecture");
+    const std::string prefix = "/weights/";
+    std::map<std::string, std::string> present;  // key -> dataset path
+    for (const auto& d : io::list_datasets(f, "/weights")) {
+      std::string key = d.rfind(prefix, 0) == 0 ? d.substr(prefix.size()) : d;
+      present.emplace(key, d);
+    }
+    Mismatch mm;
+    std::set<std::string> known;
+    std::vector<std::pair<const Param*, std::string>> to_read;
+    for (const auto* p : g.params()) {
+      known.insert(p->key);
+      auto it = present.find(p->key);
+      if (it == present.end()) {
+        mm.missing.push_back(p->key);
+        continue;
+      }
+      auto shape = io::shape_of(f, it->second);  // declared: checked before anything is read
+      if (shape != p->shape) {
+        mm.misshaped.push_back(p->key + " " + shape_string(shape) + " (expected " + shape_string(p->shape) + ")");
+        continue;
+      }
+      to_read.emplace_back(p, it->second);
+    }
+    for (const auto& [k, path] : present)
+      if (!known.count(k) && !ignored_key(k)) mm.unexpected.push_back(k);
+    if (mm.any()) {
+      std::string src = "weights file " + h5_path;
+      if (!file_arch.empty()) src += " (architecture '" + file_arch + "')";
+      throw InputError(mm.message(g, src));
+    }
+    Weights w;
+    for (const auto& [p, path] : to_read) w.emplace(p->key, read_tensor(f, path, p->key, p->shape));
+    return w;
+  } catch (...) {
+    rethrow_with_context("loading denoiser weights " + h5_path);
+  }
+}
+
+void save_weights(const std::string& h5_path, const Graph& g, const Weights& w, WeightEncoding encoding) {
   try {
     check_weights(g, w, "weights to save");
   } catch (const InputError& e) {
@@ -189,8 +242,33 @@ void save_weights(const std::string& h5_path, const Graph& g, const Weights& w) 
   for (const auto& n : g.nodes)
     for (const auto& p : n.params) {
       auto t = w.at(p.key).detach().to(at::kCPU, at::kFloat).contiguous();
-      io::write<float>(f, "/weights/" + p.key, t.data_ptr<float>(), p.shape, "1",
-                       "deepinv state-dict tensor: " + p.role + " of " + std::string(to_string(n.op)) + " " + n.name);
+      const std::string path = "/weights/" + p.key;
+      const std::string desc = "deepinv state-dict tensor: " + p.role + " of " + std::string(to_string(n.op)) + " " + n.name;
+      std::string enc = "float32";
+      if (encoding == WeightEncoding::float16) {
+        io::write_float16(f, path, t.data_ptr<float>(), p.shape, "1", desc);
+        enc = "float16";
+      } else if (encoding == WeightEncoding::int8 && int8_eligible(p.shape)) {
+        // Per-kernel symmetric scales, rounded to float16 first so that the codes are computed
+        // against the scale the reader will use.
+        at::Tensor k = t.view({p.shape[0], p.shape[1], -1});
+        at::Tensor scale = (std::get<0>(k.abs().max(2)) / 127.0).contiguous();
+        float* sp = scale.data_ptr<float>();
+        for (int64_t i = 0; i < scale.numel(); ++i) sp[i] = io::round_to_float16(sp[i]);
+        if (!at::isfinite(scale).all().item<bool>()) {
+          io::write<float>(f, path, t.data_ptr<float>(), p.shape, "1", desc);  // too large for float16 scales
+        } else {
+          at::Tensor safe = at::where(scale > 0, scale, at::ones_like(scale)).unsqueeze(2);
+          at::Tensor codes = at::round(k / safe).clamp(-127, 127).to(at::kChar).contiguous();
+          io::write<int8_t>(f, path, codes.data_ptr<int8_t>(), p.shape, "1", desc + " (int8 codes; x /weight_scales/" + p.key + ")");
+          io::write_float16(f, "/weight_scales/" + p.key, sp, {p.shape[0], p.shape[1]}, "1",
+                            "per-kernel scale of the int8 codes in /weights/" + p.key + ": w = code * scale");
+          enc = kInt8PerKernel;
+        }
+      } else {
+        io::write<float>(f, path, t.data_ptr<float>(), p.shape, "1", desc);
+      }
+      io::write_attr(f, path, "encoding", enc);
     }
   io::write_attr(f, "/", "format", std::string(kFormat));
   io::write_attr(f, "/", "architecture", g.architecture);
@@ -199,6 +277,7 @@ void save_weights(const std::string& h5_path, const Graph& g, const Weights& w) 
   io::write_attr(f, "/", "out_channels", g.out_channels);
   io::write_attr(f, "/", "ir_hash", g.hash());
   io::write_attr(f, "/", "parameter_count", g.parameter_count());
+  io::write_attr(f, "/", "encoding", std::string(to_string(encoding)));
   out.commit();
 }
 

@@ -78,6 +78,7 @@ const Schema<TrainConfig>& schema() {
       float_field<TrainConfig>("train", "time_budget", M(train.time_budget), 0.0, 1e9, "seconds; > 0: after the warm-up, cut steps to fit (recorded)"),
       int_field<TrainConfig>("train", "stop_after", M(train.stop_after), 0, 1LL << 40, "stop with a checkpoint after this step; 0 = run to the end"),
       int_field<TrainConfig>("train", "threads", M(train.threads), 0, 4096, "torch intra-op threads; 0 = default"),
+      choice_field<TrainConfig>("train", "precision", M(train.precision), {"fp32", "bf16"}, "forward/backward precision: fp32 (TF32 convolutions on CUDA) or bf16 autocast (fp32 weights, Adam and loss)"),
 
       int_field<TrainConfig>("validation", "every", M(validation.every), 0, 1LL << 40, "validate every this many steps (and at the end)"),
       int_field<TrainConfig>("validation", "images", M(validation.images), 1, 100000, "held-out random-ellipse phantoms"),
@@ -85,8 +86,10 @@ const Schema<TrainConfig>& schema() {
       int_field<TrainConfig>("validation", "ellipses", M(validation.ellipses), 1, 1000, "ellipses per phantom"),
       float_field<TrainConfig>("validation", "sigma", M(validation.sigma), 0.0, 10.0, "noise sigma of the validation set"),
       int_field<TrainConfig>("validation", "seed", M(validation.seed), 0, INT64_MAX, "seed of the phantoms and their noise"),
+      float_field<TrainConfig>("validation", "sigma_second", M(validation.sigma_second), 0.0, 10.0, "a second noise sigma, reported for the final weights (the study's 0.01); 0 = none"),
 
       string_field<TrainConfig>("output", "weights", M(output.weights), PathKind::output, "final weights (HDF5, nn weights layout)"),
+      choice_field<TrainConfig>("output", "encoding", M(output.encoding), {"float32", "float16", "int8"}, "storage of the final weights: float32, float16 (half the size) or int8 (per-kernel scales, a quarter); checkpoints stay float32"),
       string_field<TrainConfig>("output", "sidecar", M(output.sidecar), PathKind::output, "JSON record of the training; empty = weights path with .json"),
       string_field<TrainConfig>("output", "log", M(output.log), PathKind::output, "HDF5 log: loss, learning rate, validation PSNR"),
       string_field<TrainConfig>("output", "checkpoint", M(output.checkpoint), PathKind::output, "checkpoint (weights, Adam state, curves), replaced atomically"),

@@ -8,12 +8,14 @@
 
 namespace pnp::train {
 
-TrainableModel::TrainableModel(nn::Graph g, const nn::Weights& w, at::Device device) : g_(std::move(g)) {
+TrainableModel::TrainableModel(nn::Graph g, const nn::Weights& w, at::Device device, bool channels_last)
+    : g_(std::move(g)), channels_last_(channels_last && g_.dim == 2) {
   nn::check_weights(g_, w, "initial weights");
   params_.resize(g_.nodes.size());
   for (const auto& n : g_.nodes)
     for (const auto& p : n.params) {
       at::Tensor t = w.at(p.key).detach().to(device, at::kFloat).contiguous().clone();
+      if (channels_last_ && t.dim() == 4) t = t.contiguous(at::MemoryFormat::ChannelsLast);
       if (p.trainable) t.set_requires_grad(true);
       params_[n.id].push_back(t);
     }
@@ -26,7 +28,7 @@ TrainableModel::TrainableModel(nn::Graph g, const nn::Weights& w, at::Device dev
 at::Tensor TrainableModel::forward(const at::Tensor& x, const at::Tensor& sigma, bool training) {
   nn::infer_shapes(g_, x.sizes().vec());
   std::vector<at::Tensor> v(g_.nodes.size());
-  v[0] = x;
+  v[0] = channels_last_ ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
   for (size_t id = 1; id < g_.nodes.size(); ++id) {
     const nn::Node& n = g_.nodes[id];
     std::vector<at::Tensor> ins;
@@ -36,7 +38,8 @@ at::Tensor TrainableModel::forward(const at::Tensor& x, const at::Tensor& sigma,
     for (int i : n.inputs)
       if (last_use_[i] == static_cast<int>(id)) v[i] = at::Tensor();  // autograd keeps what it needs
   }
-  return v[g_.output()];
+  // Row-major out, whatever the layout inside: the loss and the caller see NCHW.
+  return v[g_.output()].contiguous();
 }
 
 std::vector<at::Tensor> TrainableModel::parameters() const {
@@ -51,7 +54,7 @@ nn::Weights TrainableModel::weights() const {
   nn::Weights w;
   for (const auto& n : g_.nodes)
     for (size_t k = 0; k < n.params.size(); ++k)
-      w[n.params[k].key] = params_[n.id][k].detach().to(at::kCPU).clone();
+      w[n.params[k].key] = params_[n.id][k].detach().to(at::kCPU).contiguous().clone();
   return w;
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <torch/cuda.h>
 #include <torch/optim/adam.h>
 #include <torch/version.h>
@@ -89,6 +90,33 @@ std::string commit_of_build() {
     if (const char* e = std::getenv("PNP_GIT_COMMIT")) c = e;  // builds without .git (device copies)
   return c;
 }
+
+// bf16 autocast over one forward pass and its loss (train.precision = "bf16"): convolutions
+// run in bf16 from fp32 weights; the cast weights are dropped when the scope closes.
+class AutocastScope {
+ public:
+  AutocastScope(at::DeviceType type, bool on) : type_(type), on_(on) {
+    if (!on_) return;
+    was_enabled_ = at::autocast::is_autocast_enabled(type_);
+    was_dtype_ = at::autocast::get_autocast_dtype(type_);
+    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type_, true);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  at::DeviceType type_;
+  bool on_, was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
 
 struct State {
   int64_t step = 0;  // steps completed
@@ -183,8 +211,9 @@ void load_checkpoint(const fs::path& path, const TrainConfig& cfg, TrainableMode
         if (!p.trainable) continue;
         auto& st = adam_state(opt, params[k]);
         auto m = io::read<float>(f, "/adam/exp_avg/" + p.key), v = io::read<float>(f, "/adam/exp_avg_sq/" + p.key);
-        st.exp_avg(at::from_blob(m.data.data(), p.shape, at::kFloat).to(params[k].device()).clone());
-        st.exp_avg_sq(at::from_blob(v.data.data(), p.shape, at::kFloat).to(params[k].device()).clone());
+        const auto fmt = params[k].suggest_memory_format();
+        st.exp_avg(at::from_blob(m.data.data(), p.shape, at::kFloat).to(params[k].device()).contiguous(fmt).clone());
+        st.exp_avg_sq(at::from_blob(v.data.data(), p.shape, at::kFloat).to(params[k].device()).contiguous(fmt).clone());
         st.step(adam_step);
         ++k;
       }
@@ -253,7 +282,9 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
                                                       : fs::path(cfg.output.sidecar);
 
   nn::Graph g = nn::build(model_spec(cfg.model));
-  TrainableModel model(g, nn::init_weights(g, T.seed), device);
+  // On CUDA the activations are channels-last (NHWC), the layout of cuDNN's tensor-core kernels.
+  TrainableModel model(g, nn::init_weights(g, T.seed), device, /*channels_last=*/device.is_cuda());
+  const bool bf16 = T.precision == "bf16";
   auto params = model.parameters();
   torch::optim::Adam opt(params, torch::optim::AdamOptions(T.lr).betas({T.beta1, T.beta2}).weight_decay(T.weight_decay));
   State s;
@@ -269,7 +300,8 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   r.parameter_count = g.parameter_count();
   r.noisy_psnr = vs.noisy_psnr;
   if (cfg.output.progress) {
-    out << "pnp_train: " << g.architecture << " (" << r.parameter_count << " parameters) on " << r.device << ", "
+    out << "pnp_train: " << g.architecture << " (" << r.parameter_count << " parameters) on " << r.device << " in "
+        << (bf16 ? "bf16 autocast" : device.is_cuda() ? "fp32 (TF32 convolutions)" : "fp32") << ", "
         << (resuming ? "resuming at step " + std::to_string(s.step) + " of " : std::string("")) << s.planned << " steps\n"
         << "  data: " << data << "\n"
         << "  validation: " << cfg.validation.images << " random-ellipse phantoms " << cfg.validation.size << "^2, sigma "
@@ -327,8 +359,12 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
     const double lr = learning_rate(T, t, s.planned);
     for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     opt.zero_grad();
-    at::Tensor y = model.forward(noisy, sigma, true);
-    at::Tensor loss = T.loss == "l1" ? at::l1_loss(y, clean) : at::mse_loss(y, clean);
+    at::Tensor loss;
+    {
+      AutocastScope autocast(device.type(), bf16);
+      at::Tensor y = model.forward(noisy, sigma, true).to(at::kFloat);
+      loss = T.loss == "l1" ? at::l1_loss(y, clean) : at::mse_loss(y, clean);
+    }
     loss.backward();
     if (T.grad_clip > 0) {  // global-norm clipping without a host sync
       at::NoGradGuard ng;
@@ -403,10 +439,35 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   r.val_psnr = s.val_psnr;
   if (!r.finished) return r;
 
-  // Final outputs: weights (+ training attributes), log, sidecar.
+  // Final outputs: weights (+ training attributes), log, sidecar. The recorded validation is
+  // that of the weights as stored: a lossy encoding is decoded and evaluated again.
   const std::string commit = commit_of_build();
-  const double final_psnr = s.val_psnr.empty() ? NAN : s.val_psnr.back();
-  nn::save_weights(cfg.output.weights, g, model.weights());
+  const double trained_psnr = s.val_psnr.empty() ? NAN : s.val_psnr.back();
+  const nn::WeightEncoding encoding = nn::parse_weight_encoding(cfg.output.encoding);
+  nn::save_weights(cfg.output.weights, g, model.weights(), encoding);
+  double final_psnr = trained_psnr;
+  double second_psnr = NAN, second_noisy = NAN;
+  {
+    TrainableModel stored(g, nn::load_weights(cfg.output.weights, g), device, device.is_cuda());
+    auto eval = [&](const at::Tensor& noisy, const at::Tensor& clean, double sigma) {
+      at::NoGradGuard ng;
+      const at::Tensor nz = noisy.to(device), sg = at::full({noisy.size(0)}, sigma, at::kFloat).to(device);
+      std::vector<at::Tensor> outs;
+      for (int64_t i = 0; i < nz.size(0); i += 4) {
+        const int64_t len = std::min<int64_t>(4, nz.size(0) - i);
+        outs.push_back(stored.forward(nz.narrow(0, i, len), sg.narrow(0, i, len), false).to(at::kCPU));
+      }
+      return mean_psnr(at::cat(outs, 0), clean);
+    };
+    if (encoding != nn::WeightEncoding::float32) final_psnr = eval(vs.noisy, vs.clean, vs.sigma);
+    if (cfg.validation.sigma_second > 0) {
+      ValidationConfig v2 = cfg.validation;
+      v2.sigma = cfg.validation.sigma_second;
+      const ValidationSet vs2 = make_validation_set(v2, cfg.model.channels);
+      second_psnr = eval(vs2.noisy, vs2.clean, vs2.sigma);
+      second_noisy = vs2.noisy_psnr;
+    }
+  }
   {
     auto f = io::H5File::open(cfg.output.weights, /*writable=*/true);
     io::write_attr(f, "/", "trained_by", std::string("pnp_train"));
@@ -416,6 +477,12 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
     io::write_attr(f, "/", "validation_psnr", final_psnr);
     io::write_attr(f, "/", "validation_noisy_psnr", vs.noisy_psnr);
     io::write_attr(f, "/", "validation_sigma", vs.sigma);
+    io::write_attr(f, "/", "validation_psnr_before_encoding", trained_psnr);
+    if (cfg.validation.sigma_second > 0) {
+      io::write_attr(f, "/", "validation_second_sigma", cfg.validation.sigma_second);
+      io::write_attr(f, "/", "validation_second_psnr", second_psnr);
+      io::write_attr(f, "/", "validation_second_noisy_psnr", second_noisy);
+    }
     io::write_attr(f, "/", "git_commit", commit);
   }
   write_log(cfg.output.log, cfg, s, vs, data, r.device, true);
@@ -441,7 +508,12 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
      << "  \"validation\": {\"phantoms\": \"random_ellipse_image\", \"images\": " << cfg.validation.images
      << ", \"size\": " << cfg.validation.size << ", \"ellipses\": " << cfg.validation.ellipses << ", \"seed\": "
      << cfg.validation.seed << ", \"sigma\": " << jnum(vs.sigma) << ", \"noisy_psnr_db\": " << jnum(vs.noisy_psnr)
-     << ", \"psnr_db\": " << jnum(final_psnr) << ", \"gain_db\": " << jnum(final_psnr - vs.noisy_psnr) << "},\n"
+     << ", \"psnr_db\": " << jnum(final_psnr) << ", \"gain_db\": " << jnum(final_psnr - vs.noisy_psnr)
+     << ", \"psnr_db_before_encoding\": " << jnum(trained_psnr) << ", \"second_sigma\": " << jnum(cfg.validation.sigma_second)
+     << ", \"second_noisy_psnr_db\": " << jnum(second_noisy) << ", \"second_psnr_db\": " << jnum(second_psnr)
+     << ", \"second_gain_db\": " << jnum(second_psnr - second_noisy) << "},\n"
+     << "  \"encoding\": " << json_escape(cfg.output.encoding) << ",\n"
+     << "  \"precision\": " << json_escape(T.precision) << ",\n"
      << "  \"train_seconds\": " << jnum(r.total_seconds) << ",\n"
      << "  \"device\": " << json_escape(r.device) << ",\n"
      << "  \"torch_version\": " << json_escape(TORCH_VERSION) << ",\n"
@@ -461,7 +533,14 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   if (cfg.output.progress) {
     out << "done: " << s.step << " steps in " << human_seconds(r.total_seconds) << ", validation PSNR "
         << fmt("%.2f", final_psnr) << " dB (noisy " << fmt("%.2f", vs.noisy_psnr) << " dB, gain "
-        << fmt("%+.2f", final_psnr - vs.noisy_psnr) << " dB)\n"
+        << fmt("%+.2f", final_psnr - vs.noisy_psnr) << " dB";
+    if (encoding != nn::WeightEncoding::float32)
+      out << ", stored as " << cfg.output.encoding << "; " << fmt("%.2f", trained_psnr) << " dB before encoding";
+    out << ")\n";
+    if (cfg.validation.sigma_second > 0)
+      out << "  at sigma " << cfg.validation.sigma_second << ": validation PSNR " << fmt("%.2f", second_psnr) << " dB (noisy "
+          << fmt("%.2f", second_noisy) << " dB, gain " << fmt("%+.2f", second_psnr - second_noisy) << " dB)\n";
+    out
         << "wrote " << cfg.output.weights << ", " << sidecar.string() << ", " << cfg.output.log << "\n";
   }
   return r;

@@ -2,6 +2,8 @@
 #include <ATen/ATen.h>
 #include "pnp_test.hpp"
 
+#include <limits>
+
 #include "pnp/io.hpp"
 #include "pnp/nn/models.hpp"
 #include "pnp/nn/weights.hpp"
@@ -117,4 +119,90 @@ TEST_CASE("the loader lists missing, unexpected and mis-shaped keys") {
   save_weights((dir / "dncnn.h5").string(), small("dncnn"), init_weights(small("dncnn"), 1));
   CHECK_THROWS_WITH_AS(load_weights((dir / "dncnn.h5").string(), g), doctest::Contains("(architecture 'dncnn')"),
                        InputError);
+}
+
+TEST_CASE("float16 and int8 encodings: sizes, round trip error, and what the file records") {
+  auto dir = pnp::test::scratch_dir("nn_weights_enc");
+  DenoiserSpec s;
+  s.architecture = "dncnn";  // 64-feature 3x3 convolutions: 36864 elements each, int8-eligible
+  Graph g = build(s);
+  Weights w = init_weights(g, 11);
+  const std::string p32 = (dir / "w32.h5").string(), p16 = (dir / "w16.h5").string(), p8 = (dir / "w8.h5").string();
+  save_weights(p32, g, w, WeightEncoding::float32);
+  save_weights(p16, g, w, WeightEncoding::float16);
+  save_weights(p8, g, w, WeightEncoding::int8);
+  Weights r32 = load_weights(p32, g), r16 = load_weights(p16, g), r8 = load_weights(p8, g);
+  CHECK(same(w, r32));
+  for (const auto* p : g.params()) {
+    INFO(p->key);
+    const at::Tensor a = w.at(p->key);
+    // float16: exactly the nearest binary16 of each value (ATen's conversion rounds to nearest even).
+    CHECK(at::equal(r16.at(p->key), a.to(at::kHalf).to(at::kFloat)));
+    // int8: each weight within half a step of its kernel's scale, max |w| / 127 (plus float16
+    // rounding of the scale); small tensors stay float32.
+    const at::Tensor d = (r8.at(p->key) - a).abs();
+    if (p->numel() >= 4096 && p->shape.size() >= 3) {
+      at::Tensor kmax = std::get<0>(a.view({p->shape[0], p->shape[1], -1}).abs().max(2, true));
+      at::Tensor bound = kmax / 127.0 * 0.5 * (1 + 1e-3) + kmax * 1e-3;
+      CHECK((d.view({p->shape[0], p->shape[1], -1}) <= bound).all().item<bool>());
+      CHECK(d.max().item<double>() > 0);  // really quantised
+    } else {
+      CHECK(d.max().item<double>() == 0);
+    }
+  }
+  auto f8 = io::H5File::open(p8);
+  CHECK(io::read_attr_string(f8, "/", "encoding") == "int8");
+  CHECK(io::read_attr_string(f8, "/weights/conv_list.3.weight", "encoding") == "int8_per_kernel");
+  CHECK(io::read_attr_string(f8, "/weights/conv_list.3.bias", "encoding") == "float32");
+  CHECK(io::shape_of(f8, "/weight_scales/conv_list.3.weight") == std::vector<int64_t>{64, 64});
+  const auto size = [](const std::string& p) { return static_cast<double>(std::filesystem::file_size(p)); };
+  CHECK(size(p16) < 0.55 * size(p32));
+  CHECK(size(p8) < 0.40 * size(p32));
+}
+
+TEST_CASE("the loader checks declared shapes before reading, and refuses non-finite weights") {
+  auto dir = pnp::test::scratch_dir("nn_weights_hostile");
+  Graph g = small("dncnn");
+  Weights w = init_weights(g, 2);
+  const std::string nan_path = (dir / "nan.h5").string();
+  Weights bad = w;
+  bad.begin()->second = bad.begin()->second.clone();
+  bad.begin()->second.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  save_weights(nan_path, g, bad);
+  CHECK_THROWS_WITH_AS(load_weights(nan_path, g), doctest::Contains("non-finite"), InputError);
+  Weights inf = w;
+  inf.rbegin()->second = inf.rbegin()->second.clone().fill_(std::numeric_limits<float>::infinity());
+  save_weights(nan_path, g, inf);
+  CHECK_THROWS_WITH_AS(load_weights(nan_path, g), doctest::Contains(inf.rbegin()->first.c_str()), InputError);
+
+  // A dataset that declares a huge extent but holds nothing (chunked, never written): refused by
+  // its declared shape, before any allocation.
+  const std::string huge = (dir / "huge.h5").string();
+  save_weights(huge, g, w);
+  {
+    auto f = io::H5File::open(huge, true);
+    const std::string key = g.params().front()->key;
+    H5Ldelete(f.id(), ("/weights/" + key).c_str(), H5P_DEFAULT);
+    hsize_t dims[4] = {1ull << 20, 1ull << 20, 3, 3}, chunk[4] = {1, 1, 3, 3};
+    hid_t space = H5Screate_simple(4, dims, nullptr), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 4, chunk);
+    hid_t ds = H5Dcreate2(f.id(), ("/weights/" + key).c_str(), H5T_NATIVE_FLOAT, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    REQUIRE(ds >= 0);
+    H5Dclose(ds), H5Pclose(dcpl), H5Sclose(space);
+  }
+  CHECK_THROWS_WITH_AS(load_weights(huge, g), doctest::Contains("mis-shaped keys (1)"), InputError);
+
+  // A group where a dataset should be.
+  const std::string grp = (dir / "group.h5").string();
+  save_weights(grp, g, w);
+  {
+    auto f = io::H5File::open(grp, true);
+    const std::string key = g.params().back()->key;
+    H5Ldelete(f.id(), ("/weights/" + key).c_str(), H5P_DEFAULT);
+    hid_t gid = H5Gcreate2(f.id(), ("/weights/" + key).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(gid);
+    float one = 1;
+    io::write<float>(f, "/weights/" + key + "/inner", &one, {1}, "1", "hostile");
+  }
+  CHECK_THROWS_AS(load_weights(grp, g), InputError);
 }
