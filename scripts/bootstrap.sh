@@ -9,7 +9,7 @@ APT_PACKAGES=(build-essential cmake git pkg-config python3 python3-pip
               libopenmpi-dev openmpi-bin libhdf5-dev libtomlplusplus-dev
               libboost-program-options-dev doctest-dev shellcheck)
 TORCH_PIN="torch==2.11.0"
-PIP_PACKAGES=(h5py numpy pytest matplotlib pyyaml)
+PIP_PACKAGES=(h5py numpy pytest matplotlib pyyaml scikit-image)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -29,7 +29,7 @@ pip_missing=()
 $PY -c 'import torch,sys; sys.exit(0 if torch.__version__.split("+")[0]=="2.11.0" else 1)' 2>/dev/null \
   || pip_missing+=("$TORCH_PIN")
 for p in "${PIP_PACKAGES[@]}" ${PNP_PIP_EXTRA:-}; do
-  mod=$p; [ "$p" = pyyaml ] && mod=yaml
+  mod=$p; [ "$p" = pyyaml ] && mod=yaml; [ "$p" = scikit-image ] && mod=skimage
   $PY -c "import ${mod}" 2>/dev/null || pip_missing+=("$p")
 done
 if [ ${#pip_missing[@]} -gt 0 ]; then

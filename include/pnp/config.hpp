@@ -60,6 +60,7 @@ struct CompileConfig {
   std::string backend = "native";     // native | inductor
   bool cuda_graphs = true;
   bool autotune = true;
+  bool tf32 = true;                   // TF32 convolutions and matmuls on CUDA (PyTorch's default for cuDNN); false = strict fp32
   std::string cache_dir = ".pnp_cache";
   std::string inductor_mode = "max-autotune";  // max-autotune | default
 };

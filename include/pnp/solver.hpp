@@ -99,7 +99,7 @@ struct PnpRecord {
   std::vector<double> region_gradient;     // [iteration] FP..STEP as one region; NaN inside a fused graph
   std::vector<double> region_denoise;      // [iteration] HALO..CLAMP as one region; NaN inside a fused graph
   bool graphs_captured = false;            // post/fused on CUDA: regions replayed as CUDA graphs
-  std::vector<double> psnr, residual;      // [iteration], NaN where not computed (same on all ranks)
+  std::vector<double> psnr, ssim, residual;  // [iteration], NaN where not computed (same on all ranks)
   double first_iteration = 0;              // wall seconds incl. setup, step-size estimate and iteration 1
   double compile_seconds = 0;             // native compile (all shapes) + region capture
   double step = 0;
@@ -107,6 +107,9 @@ struct PnpRecord {
   int64_t peak_bytes = 0;
   std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase
   int64_t bytes_sent = 0;                  // halo + allreduce payload sent by this rank in the loop
+  // [iteration] bytes this rank's loop communication sent in each iteration (metrics excluded);
+  // a replayed graph sends what its capture recorded.
+  std::vector<double> bytes_per_iteration;
   MemoryPlan memory;                       // the estimate, and the patch size the denoiser ran with
 };
 

@@ -60,7 +60,15 @@ def load_weights(h5_path: str, ir: dict[str, Any]) -> dict[str, torch.Tensor]:
                 if p["key"] not in g:
                     missing.append(p["key"])
                     continue
-                t = torch.from_numpy(g[p["key"]][()]).float()
+                d = g[p["key"]]
+                t = torch.from_numpy(d[()]).float()  # float32, float16 (h5py reads it) or int8 codes
+                enc = d.attrs.get("encoding", "float32")
+                enc = enc.decode() if isinstance(enc, bytes) else str(enc)
+                if enc == "int8_per_kernel":  # w = code * per-kernel scale (nn::save_weights)
+                    scale = torch.from_numpy(f["weight_scales"][p["key"]][()]).float()
+                    t = t * scale.reshape(list(scale.shape) + [1] * (t.dim() - 2))
+                elif enc not in ("float32", "float16"):
+                    raise ValueError(f"weights {h5_path}: {p['key']} has unknown encoding {enc!r}")
                 if list(t.shape) != list(p["shape"]):
                     raise ValueError(f"weights {h5_path}: {p['key']} has shape {list(t.shape)}, IR says {p['shape']}")
                 out[p["key"]] = t

@@ -41,7 +41,8 @@ class NcclCommunicator final : public Communicator {
 
   void allreduce_sum(at::Tensor& t) override {
     TORCH_CHECK(t.is_cuda() && t.is_contiguous(), "NCCL allreduce needs a contiguous CUDA tensor");
-    if (size_ == 1) return;
+    // Called on one rank too: the call is what post/fused capture in their graphs, and what a
+    // 1-GPU check of that capture can test.
     auto stream = c10::cuda::getCurrentCUDAStream(device_.index());
     check_nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()), nccl_type(t), ncclSum, nccl_,
                              stream.stream()),

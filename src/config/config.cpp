@@ -65,6 +65,7 @@ const Schema<Config>& schema() {
       choice_field<C>("compile", "backend", PNP_MEMBER(C, compile.backend), {"native", "inductor"}, "how it is compiled: native (cuDNN fusions, channels-last, CUDA graphs) or inductor (AOTInductor)"),
       bool_field<C>("compile", "cuda_graphs", PNP_MEMBER(C, compile.cuda_graphs), "capture compiled regions as CUDA graphs (GPU only)"),
       bool_field<C>("compile", "autotune", PNP_MEMBER(C, compile.autotune), "autotune cuDNN algorithms at compile time"),
+      bool_field<C>("compile", "tf32", PNP_MEMBER(C, compile.tf32), "TF32 tensor-core convolutions and matrix products on CUDA (PyTorch's default for convolutions); false = strict fp32 everywhere (exact comparisons)"),
       string_field<C>("compile", "cache_dir", PNP_MEMBER(C, compile.cache_dir), PathKind::text, "directory of the inductor package cache"),
       choice_field<C>("compile", "inductor_mode", PNP_MEMBER(C, compile.inductor_mode), {"max-autotune", "default"}, "inductor compile mode"),
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "pnp/metrics.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
 #include "capture.hpp"
@@ -33,7 +34,9 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   PnpRecord rec;
   rec.psnr.assign(static_cast<size_t>(iters), nan);
+  rec.ssim.assign(static_cast<size_t>(iters), nan);
   rec.residual.assign(static_cast<size_t>(iters), nan);
+  rec.bytes_per_iteration.assign(static_cast<size_t>(iters), 0.0);
 
   // Step size: gamma = step_scale / ||A^T A|| (distributed power method), or as configured.
   auto allreduce = [&](at::Tensor& t) { comm.allreduce_sum(t); };
@@ -72,6 +75,21 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   at::Tensor p = at::empty({prob.geom.n_angles(), prob.geom.n_det}, opts);
   at::Tensor g = at::empty({own.rows(), own.cols()}, opts);
   const double y_norm = std::sqrt(prob.y.square().sum().item<double>());
+  // SSIM needs each tile's pixels within the window radius: a second, narrow halo plan (same
+  // tiles) fills x's and the truth's neighbourhoods, for metrics iterations only.
+  const int64_t ssim_r = metrics::SsimOptions{}.radius();
+  const Decomposition sd = plan_decomposition(d.n, comm.size(), d.kind, {d.grid_rows, d.grid_cols}, ssim_r, 1);
+  const Box& sbox = sd.tile(rank).ext;
+  at::Tensor x_sbox, truth_sbox;
+  auto sbox_own = [&](at::Tensor& t) {
+    return t.narrow(0, own.r0 - sbox.r0, own.rows()).narrow(1, own.c0 - sbox.c0, own.cols());
+  };
+  if (prob.has_truth()) {
+    x_sbox = at::empty({sbox.rows(), sbox.cols()}, opts);
+    truth_sbox = at::empty({sbox.rows(), sbox.cols()}, opts);
+    sbox_own(truth_sbox).copy_(prob.truth_own);
+    comm.halo_exchange(truth_sbox, sd);
+  }
   const double alpha = cfg.solver.relaxation;
   const double range = prob.truth_max - prob.truth_min;
 
@@ -79,7 +97,6 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   std::vector<std::string> timer_phases(pnp_phases().begin(), pnp_phases().end() - 1);
   timer_phases.insert(timer_phases.end(), {"region_gradient", "region_denoise"});
   PhaseTimer timer(device, timer_phases, iters);
-  const int64_t bytes_before = comm.bytes_sent();
   const bool progress = cfg.output.progress && rank == 0;
   // Patch size: as configured, or chosen within denoiser.memory_limit_gb.
   rec.memory = plan_memory(cfg, den.graph, me.ext, prob.geom.n_angles(), prob.geom.n_det);
@@ -141,8 +158,10 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   std::unique_ptr<CapturedRegion> graph_gradient, graph_denoise, graph_step;
   double capture_seconds = 0;
 
+  int64_t capture_bytes = 0;  // what the captured graph(s) send per replay (counted while capturing)
   for (int64_t it = 0; it < iters; ++it) {
     auto t_it = Clock::now();
+    const int64_t bytes_it = comm.bytes_sent();
     timer.begin_iteration(it);
     const bool replay = capture && it > 0;
     if (!replay) {
@@ -163,6 +182,8 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
       graph_step->replay();
     }
     timer.end_iteration();
+    rec.bytes_per_iteration[static_cast<size_t>(it)] =
+        static_cast<double>(replay ? capture_bytes : comm.bytes_sent() - bytes_it);
 
     // Metrics, outside the timed phases: residual of the iterate entering this iteration
     // (p holds A x - y) and PSNR of the new iterate.
@@ -175,11 +196,17 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
         double se = comm.sum((x - prob.truth_own).square().sum().item<double>());
         double mse = se / static_cast<double>(d.n * d.n);
         rec.psnr[static_cast<size_t>(it)] = mse > 0 ? 10.0 * std::log10(range * range / mse) : INFINITY;
+        sbox_own(x_sbox).copy_(x);
+        comm.halo_exchange(x_sbox, sd);
+        const auto part = metrics::ssim_sum(x_sbox, truth_sbox, sbox, own, d.n, d.n, range);
+        const double count = comm.sum(static_cast<double>(part.count));
+        rec.ssim[static_cast<size_t>(it)] = count > 0 ? comm.sum(part.sum) / count : nan;
       }
     }
     if (it == 0 && capture && iters > 1) {
       // Compile, part 2: capture the regions now that everything has run once.
       auto tc = Clock::now();
+      const int64_t bytes_before_capture = comm.bytes_sent();
       if (mode == "post") {
         graph_gradient = capture_region([&] { gradient_region(false); }, device);
         graph_denoise = capture_region([&] { denoise_region(false); }, device);
@@ -189,6 +216,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
           denoise_region(false);
         }, device);
       }
+      capture_bytes = comm.bytes_sent() - bytes_before_capture;
       capture_seconds = std::chrono::duration<double>(Clock::now() - tc).count();
     }
     if (it == 0) {
@@ -207,7 +235,8 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
       std::printf("iteration %4lld/%lld  %10s  elapsed %10s  ETA %10s", (long long)(it + 1), (long long)iters,
                   human_seconds(elapsed).c_str(), human_seconds(since).c_str(), human_seconds(eta).c_str());
       if (metrics) {
-        if (prob.has_truth()) std::printf("  PSNR %6.2f dB", rec.psnr[static_cast<size_t>(it)]);
+        if (prob.has_truth())
+          std::printf("  PSNR %6.2f dB  SSIM %.4f", rec.psnr[static_cast<size_t>(it)], rec.ssim[static_cast<size_t>(it)]);
         std::printf("  residual %.3e", rec.residual[static_cast<size_t>(it)]);
       }
       std::printf("\n");
@@ -237,7 +266,8 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   for (size_t ph = 0; ph + 1 < pnp_phases().size(); ++ph)
     rec.phase_peak_bytes.push_back(timer.phase_peak_bytes(static_cast<int>(ph)));
   rec.phase_peak_bytes.push_back(rec.peak_bytes);
-  rec.bytes_sent = comm.bytes_sent() - bytes_before;
+  rec.bytes_sent = 0;
+  for (double b : rec.bytes_per_iteration) rec.bytes_sent += static_cast<int64_t>(b);
   return rec;
 }
 

@@ -214,6 +214,7 @@ void print_phase_table(const Communicator& comm, const PnpRecord& rec, int64_t w
 struct Gathered {
   std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
   std::vector<double> wall, peak, sent;    // [iterations x ranks], [ranks], [ranks]
+  std::vector<double> bytes;               // [iterations x ranks]
   std::vector<double> patch, estimate;     // [ranks]: denoiser patch size used, memory estimate
   std::vector<double> region_gradient, region_denoise;  // [iterations x ranks]
   std::vector<std::vector<double>> phase_peak;  // [phase] -> [ranks]
@@ -244,6 +245,7 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_attr(f, "/", "device", dev.is_cuda() ? std::string("cuda") : std::string("cpu"));
   io::write_attr(f, "/", "comm_backend", comm.backend());
   io::write_attr(f, "/", "step", rec.step);
+  io::write_attr(f, "/", "tf32", int64_t{cfg.compile.tf32});
   at::Tensor img = image.contiguous();
   io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
             "final PnP iterate x, gathered from all tiles");
@@ -286,9 +288,25 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   std::vector<double> per_it(g.sent.size());
   for (size_t q = 0; q < g.sent.size(); ++q) per_it[q] = g.sent[q] / double(iters);
   io::write(f, "/communication/bytes_per_iteration", per_it.data(), {ranks}, "B",
-            "halo-exchange and allreduce payload sent by each rank per iteration");
+            "halo-exchange and allreduce payload sent by each rank per iteration (mean over iterations; a "
+            "replayed CUDA graph counts what its capture recorded; metrics excluded)");
+  io::write(f, "/communication/bytes", g.bytes.data(), {iters, ranks}, "B",
+            "halo-exchange and allreduce payload sent by each rank in each iteration (metrics excluded)");
   io::write(f, "/metrics/psnr", rec.psnr.data(), {iters}, "dB",
             "PSNR of the iterate after each iteration against the ground truth (data range); NaN where not computed");
+  io::write(f, "/metrics/ssim", rec.ssim.data(), {iters}, "1",
+            "SSIM of the iterate after each iteration against the ground truth (Gaussian window 11, sigma 1.5, "
+            "data range of the truth, as skimage.metrics.structural_similarity); NaN where not computed");
+  {
+    double fp = std::nan(""), fs = std::nan("");
+    for (int64_t i = iters - 1; i >= 0; --i)
+      if (!std::isnan(rec.psnr[size_t(i)])) {
+        fp = rec.psnr[size_t(i)], fs = rec.ssim[size_t(i)];
+        break;
+      }
+    io::write_attr(f, "/metrics", "final_psnr", fp);
+    io::write_attr(f, "/metrics", "final_ssim", fs);
+  }
   io::write(f, "/metrics/residual", rec.residual.data(), {iters}, "1",
             "||A x - y|| / ||y|| of the iterate entering each iteration; NaN where not computed");
   std::vector<int64_t> boxes;
@@ -368,6 +386,12 @@ int recon_main(int argc, char** argv) {
   try {
     collectively(MPI_COMM_WORLD, [&] {
       device = choose_device(cfg.distributed.device, mpi.local_rank());
+      // compile.tf32 = true keeps PyTorch's defaults (TF32 in cuDNN convolutions); false makes
+      // every convolution and matrix product strict fp32 (the inductor packages call ATen's).
+      if (!cfg.compile.tf32) {
+        at::globalContext().setAllowTF32CuDNN(false);
+        at::globalContext().setAllowTF32CuBLAS(false);
+      }
       graph = denoiser_graph(cfg.denoiser);
       int64_t halo = cfg.distributed.halo > 0 ? cfg.distributed.halo : nn::receptive_radius(graph);
       decomp = plan_decomposition(cfg.problem.size, mpi.size(), cfg.distributed.decomposition, cfg.distributed.grid,
@@ -428,6 +452,7 @@ int recon_main(int argc, char** argv) {
     g.wall = gather_columns(*comm, rec.wall);
     g.peak = gather_columns(*comm, {double(rec.peak_bytes)});
     g.sent = gather_columns(*comm, {double(rec.bytes_sent)});
+    g.bytes = gather_columns(*comm, rec.bytes_per_iteration);
     g.patch = gather_columns(*comm, {double(rec.memory.patch)});
     g.estimate = gather_columns(*comm, {rec.memory.total()});
     for (int64_t b : rec.phase_peak_bytes) g.phase_peak.push_back(gather_columns(*comm, {double(b)}));
@@ -444,7 +469,10 @@ int recon_main(int argc, char** argv) {
       double peak = *std::max_element(g.peak.begin(), g.peak.end());
       std::printf("\nfirst iteration %.3f s, stable iteration %.4f s, compile %.3f s, step %.4e%s\n", g.first, g.stable,
                   g.compile, rec.step,
-                  last >= 0 ? (", final PSNR " + std::to_string(rec.psnr[size_t(last)]) + " dB").c_str() : "");
+                  last >= 0 ? (", final PSNR " + std::to_string(rec.psnr[size_t(last)]) + " dB, SSIM " +
+                               std::to_string(rec.ssim[size_t(last)]))
+                                  .c_str()
+                            : "");
       if (device.is_cuda()) std::printf("peak device memory %s (max over ranks)\n", human_bytes(peak).c_str());
       const double limit = cfg.denoiser.memory_limit_gb * 1e9;
       if (device.is_cuda() && limit > 0 && peak > limit)

@@ -51,4 +51,6 @@ print(f"  gradient descent (identity denoiser):                  {gd:6.2f} dB")
 print(f"  PnP with the shipped DnCNN:                            {pnp:6.2f} dB")
 assert pnp > fbp, f"PnP-DnCNN {pnp:.2f} dB does not beat FBP {fbp:.2f} dB"
 assert pnp > gd, f"PnP-DnCNN {pnp:.2f} dB does not beat gradient descent {gd:.2f} dB"
+# The demo's SSIM against scikit-image (the 31 dB reconstruction, 2 ranks).
+run([sys.executable, f"{__file__.rsplit('/', 3)[0]}/test/solver/check_ssim.py", f"{outdir}/demo_dncnn.h5"])
 print("demo quality check passed")

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The GPU check tier: builds pnp on a GPU machine and checks what the CPU tests cannot, in
+# under 10 minutes on one H200. Ends with one line "N passed, M failed" (exit 1 if M > 0).
+#   scripts/gpu_check.sh [--no-build] [--out DIR]
+#
+#  1. the GPU unit tests: test_native, test_physics, test_nn, test_solver (CUDA cases included);
+#  2. pnp_recon at 1024² with the shipped drunet_ct, TF32 off (compile.tf32 = false), in none,
+#     pre, post and fused with the native backend and pre, post and fused with inductor
+#     (inductor_mode = default): every reconstruction non-blank (PSNR >= FBP + 3 dB), pre, post
+#     and fused equal to each other to 1e-6 and to none to 1e-5 (relative L2); one pre run with
+#     TF32 on, non-blank too;
+#  3. a 1-rank NCCL communicator in post and fused, its calls captured in CUDA graphs and
+#     replayed, against the same run uncaptured (compile.cuda_graphs = false): equal to 1e-6;
+#  4. /communication/bytes under capture: every iteration of the captured runs reports the
+#     bytes of the uncaptured ones (the allreduce payload), not only the first.
+# The build: scripts/device_build.sh when .deps/ holds the carried packages (the device tool's
+# machine), else cmake with PNP_WITH_CUDA=ON into build/gpu. Logs and outputs go to --out
+# (default $OUT when set, else gpu_check/).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+build=1
+out=${OUT:-gpu_check}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --no-build) build=0 ;;
+    --out) out=$2; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "error: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+mkdir -p "$out"
+work=$(mktemp -d)
+log="$out/gpu_check.log"
+: >"$log"
+pass=0 fail=0
+note() { echo "$*" | tee -a "$log"; }
+result() {  # name, status
+  if [ "$2" -eq 0 ]; then pass=$((pass + 1)); note "PASS $1"; else fail=$((fail + 1)); note "FAIL $1"; fi
+}
+py=python3
+[ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
+export PNP_PYTHON=$py
+t0=$(date +%s)
+
+if [ $build = 1 ]; then
+  if ls .deps/*.deb >/dev/null 2>&1; then
+    scripts/device_build.sh >"$work/build.log" 2>&1
+  else
+    { cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=Release -DPNP_WITH_CUDA=ON && cmake --build build/gpu -j"$(nproc)"; } \
+      >"$work/build.log" 2>&1
+  fi
+  rc=$?
+  tail -3 "$work/build.log" >>"$log"
+  result "build ($(( $(date +%s) - t0 )) s)" $rc
+  [ $rc -eq 0 ] || { tail -30 "$work/build.log"; note "$pass passed, $fail failed"; exit 1; }
+fi
+bin=build/gpu/bin
+[ -x $bin/pnp_recon ] || { note "error: $bin/pnp_recon not built"; note "0 passed, 1 failed"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
+
+# 1. GPU unit tests
+for t in test_native test_physics test_nn test_solver; do
+  if [ "$t" = test_solver ]; then cmd=(mpirun --allow-run-as-root -n 1 "$bin/$t"); else cmd=("$bin/$t"); fi
+  "${cmd[@]}" >"$work/$t.log" 2>&1
+  rc=$?
+  grep -E "test cases:|assertions:|MESSAGE.*CUDA|CUDA.*skipped" "$work/$t.log" | head -8 | tee -a "$log"
+  result "$t" $rc
+done
+
+# 2.-4. pnp_recon at 1024² with drunet_ct
+cfg=$work/check_1024.toml
+sed -e 's/^size = 4096/size = 1024/' -e 's/^init = "zeros"/init = "fbp"/' -e 's/^file = .*/file = "check.h5"/' \
+  input/study_4096.toml >"$cfg"
+printf '\n' >>"$cfg"
+$bin/demo_fbp_psnr "$cfg" >"$work/fbp.txt" 2>&1
+fbp=$(awk '/^fbp_psnr /{print $2}' "$work/fbp.txt")
+note "FBP PSNR at 1024²: ${fbp:-?} dB (clamped to the truth's range)"
+recon() {  # name, then --set overrides
+  local name=$1; shift
+  local t
+  t=$(date +%s)
+  mpirun --allow-run-as-root -n 1 $bin/pnp_recon "$cfg" --output "$work/$name.h5" --force \
+    --set denoiser.weights='"drunet_ct"' --set compile.cache_dir="\"$work/cache\"" \
+    --set compile.inductor_mode='"default"' --set solver.metrics_every=5 "$@" >"$work/$name.log" 2>&1
+  local rc=$?
+  grep -E "final PSNR|error" "$work/$name.log" | tail -2 | sed "s/^/  $name: /" | tee -a "$log"
+  result "pnp_recon $name ($(( $(date +%s) - t )) s)" $rc
+}
+strict=(--set compile.tf32=false)
+recon none "${strict[@]}"
+for m in pre post fused; do recon "native_$m" --set compile.mode="\"$m\"" "${strict[@]}"; done
+for m in pre post fused; do
+  recon "inductor_$m" --set compile.mode="\"$m\"" --set compile.backend='"inductor"' "${strict[@]}"
+done
+recon native_pre_tf32 --set compile.mode='"pre"'
+for m in post fused; do
+  recon "nccl_$m" --set compile.mode="\"$m\"" --set distributed.comm='"nccl"' "${strict[@]}"
+  recon "nccl_${m}_uncaptured" --set compile.mode="\"$m\"" --set distributed.comm='"nccl"' \
+    --set compile.cuda_graphs=false "${strict[@]}"
+done
+$py test/gpu/check_gpu_recon.py --fbp "${fbp:-nan}" --dir "$work" >"$work/compare.log" 2>&1
+rc=$?
+tee -a "$log" <"$work/compare.log"
+result "reconstructions: non-blank, modes and backends agree, captured NCCL equals uncaptured, bytes under capture" $rc
+
+(cd "$work" && tar czf - -- *.log *.txt) >"$out/gpu_check_logs.tgz"
+note "gpu_check: $(( $(date +%s) - t0 )) s"
+note "$pass passed, $fail failed"
+[ $fail -eq 0 ]

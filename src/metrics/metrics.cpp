@@ -1,0 +1,85 @@
+#include "pnp/metrics.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace pnp::metrics {
+
+int64_t SsimOptions::radius() const { return static_cast<int64_t>(truncate * sigma + 0.5); }
+
+double psnr(const at::Tensor& x, const at::Tensor& ref, double data_range) {
+  const double mse = (x.to(at::kDouble) - ref.to(at::kDouble)).square().mean().item<double>();
+  return mse > 0 ? 10.0 * std::log10(data_range * data_range / mse) : std::numeric_limits<double>::infinity();
+}
+
+namespace {
+
+// scipy.ndimage's 'reflect' (numpy's 'symmetric'): ... b a | a b c ... z | z y ...
+int64_t reflect(int64_t i, int64_t n) {
+  const int64_t period = 2 * n;
+  i %= period;
+  if (i < 0) i += period;
+  return i < n ? i : period - 1 - i;
+}
+
+// Indices into [0, len) of the box for the global coordinates [lo - r, hi + r), reflected at
+// the image border [0, n).
+at::Tensor window_index(int64_t lo, int64_t hi, int64_t r, int64_t n, int64_t box0, int64_t len, const char* axis) {
+  std::vector<int64_t> idx;
+  idx.reserve(static_cast<size_t>(hi - lo + 2 * r));
+  for (int64_t g = lo - r; g < hi + r; ++g) {
+    const int64_t k = reflect(g, n) - box0;
+    if (k < 0 || k >= len)
+      throw Error(std::string("SSIM: the ") + axis + " extent of the box does not cover the " + std::to_string(r) +
+                  " px window around the tile");
+    idx.push_back(k);
+  }
+  return at::tensor(idx, at::kLong);
+}
+
+}  // namespace
+
+SsimSum ssim_sum(const at::Tensor& x, const at::Tensor& ref, const Box& box, const Box& own, int64_t rows,
+                 int64_t cols, double data_range, const SsimOptions& o) {
+  if (x.dim() != 2 || x.sizes() != ref.sizes() || x.size(0) != box.rows() || x.size(1) != box.cols())
+    throw Error("SSIM: x and ref must both be [" + std::to_string(box.rows()) + ", " + std::to_string(box.cols()) + "]");
+  const int64_t r = o.radius();
+  const auto dev = x.device();
+  const auto f64 = at::TensorOptions().dtype(at::kDouble).device(dev);
+  const at::Tensor ri = window_index(own.r0, own.r1, r, rows, box.r0, box.rows(), "row").to(dev);
+  const at::Tensor ci = window_index(own.c0, own.c1, r, cols, box.c0, box.cols(), "column").to(dev);
+  auto padded = [&](const at::Tensor& t) {
+    return t.to(at::kDouble).index_select(0, ri).index_select(1, ci).unsqueeze(0).unsqueeze(0);
+  };
+  const at::Tensor p = padded(x), q = padded(ref);
+  // The normalised 1D Gaussian of scipy.ndimage.gaussian_filter.
+  at::Tensor k = at::arange(-r, r + 1, f64);
+  k = (-0.5 * k.square() / (o.sigma * o.sigma)).exp();
+  k = k / k.sum();
+  const at::Tensor kr = k.view({1, 1, 2 * r + 1, 1}), kc = k.view({1, 1, 1, 2 * r + 1});
+  auto filt = [&](const at::Tensor& t) { return at::conv2d(at::conv2d(t, kr), kc).squeeze(0).squeeze(0); };
+  const at::Tensor mx = filt(p), my = filt(q);
+  const at::Tensor vx = filt(p * p) - mx * mx, vy = filt(q * q) - my * my, vxy = filt(p * q) - mx * my;
+  const double c1 = std::pow(o.k1 * data_range, 2), c2 = std::pow(o.k2 * data_range, 2);
+  const at::Tensor s = ((2 * mx * my + c1) * (2 * vxy + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2));
+  // Count only the pixels at least r from the image border (skimage crops the map by r).
+  const int64_t a0 = std::max(own.r0, r), a1 = std::min(own.r1, rows - r);
+  const int64_t b0 = std::max(own.c0, r), b1 = std::min(own.c1, cols - r);
+  SsimSum out;
+  if (a1 <= a0 || b1 <= b0) return out;
+  out.sum = s.narrow(0, a0 - own.r0, a1 - a0).narrow(1, b0 - own.c0, b1 - b0).sum().item<double>();
+  out.count = (a1 - a0) * (b1 - b0);
+  return out;
+}
+
+double ssim(const at::Tensor& x, const at::Tensor& ref, double data_range, const SsimOptions& o) {
+  if (x.dim() != 2) throw Error("SSIM: expected a [H, W] image");
+  const Box all{0, x.size(0), 0, x.size(1)};
+  const SsimSum s = ssim_sum(x, ref, all, all, x.size(0), x.size(1), data_range, o);
+  return s.count ? s.sum / static_cast<double>(s.count) : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace pnp::metrics
