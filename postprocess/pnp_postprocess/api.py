@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import figures, tables
+from . import figures, images, tables
 from .io import read_benches, read_recons
 
 STYLE_DPI = figures.DPI
@@ -20,6 +20,7 @@ class FigureSpec:
     table: Callable           # list of runs or bench files -> rows
     plot: Callable            # rows -> Figure
     help: str
+    reader: Callable | None = None   # files -> what `table` takes; default: read_recons / read_benches
 
 
 FIGURES = {
@@ -31,6 +32,10 @@ FIGURES = {
                    "PnP phase breakdown: stacked stable phase times per (GPU count, mode)"),
         FigureSpec("psnr", "pnp_recon", tables.psnr_per_iteration, figures.plot_psnr,
                    "PSNR and residual per iteration"),
+        FigureSpec("reconstruction", "pnp_recon", images.reconstruction_table,
+                   images.plot_reconstruction,
+                   "reconstruction, ground truth and error map with zoomed insets, one row per file",
+                   reader=images.read_images),
         FigureSpec("denoiser-speedup", "pnp_bench", tables.denoiser_speedup,
                    figures.plot_denoiser_speedup,
                    "denoiser compile speedup per shape, architecture and GPU (pnp_bench)"),
@@ -65,6 +70,8 @@ def read_csv(path) -> list[dict]:
 
 def load(name: str, files) -> list:
     spec = FIGURES[name]
+    if spec.reader is not None:
+        return spec.reader(files)
     return read_recons(files) if spec.program == "pnp_recon" else read_benches(files)
 
 

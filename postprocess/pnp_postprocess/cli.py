@@ -7,6 +7,7 @@ import sys
 import h5py
 
 from .api import FIGURES, make_figure
+from .images import one_per_run
 from .io import SchemaError, gpu_label, is_ceilings, program_of
 
 
@@ -17,7 +18,8 @@ def _parser() -> argparse.ArgumentParser:
                     "pnp_recon / pnp_bench HDF5 result files. Repeated runs are separate "
                     "files and are averaged (± std) per (GPU, GPU count, mode, backend).",
         epilog="figures:\n" + "\n".join(f"  {n:<17} {s.help}" for n, s in FIGURES.items())
-               + "\n  all               every figure the given files allow\n"
+               + "\n  all               every figure the given files allow (reconstruction:\n"
+               "                    the first file of each set of repetitions)\n"
                "  list              one line per file (program, ranks, mode, GPU, commit)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("figure", choices=list(FIGURES) + ["all", "list"], metavar="FIGURE",
@@ -57,6 +59,8 @@ def main(argv=None) -> int:
                 by_program[prog].append(path)
             names = [n for n, s in FIGURES.items() if by_program[s.program]]
             jobs = [(n, by_program[FIGURES[n].program], None) for n in names]
+            # Repetitions give the same image: one row per run, not one per file.
+            jobs = [(n, one_per_run(f) if n == "reconstruction" else f, s) for n, f, s in jobs]
         else:
             jobs = [(args.figure, args.files, args.name)]
         for name, files, stem in jobs:

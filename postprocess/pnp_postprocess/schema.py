@@ -41,6 +41,7 @@ RECON_DATASETS = {
     "/memory/patch_size": ("px", False),
     "/communication/bytes_per_iteration": ("B", False),
     "/metrics/psnr": ("dB", True),
+    "/metrics/ssim": ("1", False),
     "/metrics/residual": ("1", True),
     "/decomposition/boxes": ("px", True),
     "/decomposition/halo": ("px", True),

@@ -252,3 +252,75 @@ def write_ceilings(path, gpu=H200):
 @pytest.fixture(scope="session")
 def ceilings_file(tmp_path_factory):
     return write_ceilings(tmp_path_factory.mktemp("ceilings") / "ceilings.h5")
+
+
+def recon_config(mode="none", backend="native", precision="fp32", n=64) -> str:
+    """An effective config as pnp_recon writes it (TOML, single-quoted strings); precision=None
+    leaves the key out, as configs before [denoiser] precision existed."""
+    prec = f"precision = '{precision}'\n" if precision is not None else ""
+    return (f"[problem]\nsize = {n}\nphantom = 'shepp_logan'\n\n[denoiser]\narchitecture = 'drunet'\n"
+            f"sigma = 0.01\n{prec}patch_size = 0\n\n[compile]\nmode = '{mode}'\n"
+            f"backend = '{backend}'\n\n[distributed]\ngrid = [ 0, 0 ]\n")
+
+
+def recon_image_data(n, seed=0, scale=1.0):
+    """(reconstruction, ground truth) float32 [n, n]: an ellipse phantom (0, 0.3 and 1) and
+    the phantom plus noise and a smooth bias, so that errors differ from pixel to pixel."""
+    rng = np.random.default_rng(seed)
+    x, y = np.meshgrid(np.linspace(-1, 1, n), np.linspace(-1, 1, n))
+    gt = np.where(x ** 2 / 0.6 + y ** 2 / 0.85 < 1, 1.0, 0.0)
+    gt[(x - 0.1) ** 2 / 0.05 + y ** 2 / 0.1 < 1] = 0.3
+    gt = (scale * gt).astype(np.float32)
+    rec = (gt + 0.03 * rng.standard_normal((n, n)) + 0.02 * np.sin(5 * x + 3 * y)).astype(np.float32)
+    return rec, gt
+
+
+def write_recon_image(path, *, n=64, mode="none", backend="native", gpu=H100, ranks=1,
+                      precision="fp32", with_ground_truth=True, psnr=None, ssim=None,
+                      program="pnp_recon", seed=0, scale=1.0, data=None) -> Path:
+    """A pnp_recon file with what the reconstruction figure reads: every root attribute,
+    /reconstruction, /ground_truth (unless with_ground_truth=False), /metrics/psnr and, unless
+    ssim is False (files written before it existed), /metrics/ssim. psnr / ssim: the per-
+    iteration values (NaN where not computed); default: a 10-iteration series. `data` =
+    (reconstruction, ground truth) replaces the generated images."""
+    path = Path(path)
+    rec, gt = data if data is not None else recon_image_data(n, seed, scale)
+    if psnr is None:
+        psnr = np.linspace(24.0, 31.5, 10) if with_ground_truth else np.full(10, np.nan)
+    if ssim is None:
+        ssim = np.linspace(0.6, 0.9123, 10)
+    with h5py.File(path, "w") as f:
+        _root_attrs(f, program, ranks, gpu, mode, backend, "drunet",
+                    recon_config(mode, backend, precision, rec.shape[0]))
+        kw = {"chunks": True} if rec.size > 2 ** 20 else {}
+        d = f.create_dataset("/reconstruction", data=rec, dtype=np.float32, **kw)
+        d.attrs["units"], d.attrs["description"] = "attenuation per pixel", "final image"
+        if with_ground_truth:
+            d = f.create_dataset("/ground_truth", data=gt, dtype=np.float32, **kw)
+            d.attrs["units"], d.attrs["description"] = "attenuation per pixel", "phantom of the input"
+        _dataset(f, "/metrics/psnr", np.asarray(psnr, dtype=np.float64), "dB",
+                 "PSNR against the ground truth")
+        if ssim is not False:
+            _dataset(f, "/metrics/ssim", np.asarray(ssim, dtype=np.float64), "1",
+                     "SSIM against the ground truth")
+    return path
+
+
+@pytest.fixture(scope="session")
+def recon_image_files(tmp_path_factory) -> dict:
+    """Three pnp_recon images of 64²: 'fp32' (eager, PSNR 31.5 and SSIM 0.9123 at the last
+    iteration), 'bf16' (pre/inductor, a ground truth of range 0..1.2, metrics computed every
+    other iteration so their last finite values are at iteration 9), 'no_truth' (no ground
+    truth, PSNR all NaN, no /metrics/ssim)."""
+    d = tmp_path_factory.mktemp("recon_images")
+
+    def every_other(last, step):   # computed at iterations 1, 3, ..., 9 (metrics_every = 2)
+        return [last - step * (8 - i) if i % 2 == 0 else np.nan for i in range(10)]
+    return {
+        "fp32": write_recon_image(d / "eager_fp32.h5", seed=1),
+        "bf16": write_recon_image(d / "pre_bf16.h5", mode="pre", backend="inductor",
+                                  precision="bf16", seed=2, scale=1.2,
+                                  psnr=every_other(30.75, 1.0), ssim=every_other(0.8877, 0.01)),
+        "no_truth": write_recon_image(d / "no_truth.h5", with_ground_truth=False, ssim=False,
+                                      gpu="cpu", ranks=2, seed=3),
+    }

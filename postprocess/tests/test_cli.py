@@ -39,6 +39,9 @@ def test_all_sorts_files_by_program(tmp_path, study_files, sweep_files):
     assert r.returncode == 0, r.stderr
     for name in FIGURES:
         assert (tmp_path / f"{name}.png").exists(), name
+    # the reconstruction figure: one row per (GPU, ranks, mode, backend), its first repetition
+    rows = read_csv(tmp_path / "reconstruction.csv")
+    assert len(rows) == 10 and rows[0]["file"] == str(study_files[0])
     r = cli("all", *sweep_files, "--out", tmp_path / "sweep_only")
     assert r.returncode == 0, r.stderr
     assert sorted(p.stem for p in (tmp_path / "sweep_only").glob("*.png")) == \
