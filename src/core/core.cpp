@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 
@@ -87,7 +88,10 @@ Provenance basic_provenance(std::string program) {
   Provenance p;
   p.program = std::move(program);
   p.version = build_version();
-  p.git_commit = build_git_commit();
+  // PNP_GIT_COMMIT names the commit when the build's own record is stale or absent (a copy of
+  // the tree whose .git is not the commit being built, as on the GPU machine of the device tool).
+  const char* env = std::getenv("PNP_GIT_COMMIT");
+  p.git_commit = env && *env ? std::string(env) : std::string(build_git_commit());
   p.date_utc = iso8601_utc_now();
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) p.host = host;

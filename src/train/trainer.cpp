@@ -84,12 +84,7 @@ std::string jnum(double v) {
   return buf;
 }
 
-std::string commit_of_build() {
-  std::string c = basic_provenance("pnp_train").git_commit;
-  if (c.empty() || c.rfind("unknown", 0) == 0)
-    if (const char* e = std::getenv("PNP_GIT_COMMIT")) c = e;  // builds without .git (device copies)
-  return c;
-}
+std::string commit_of_build() { return basic_provenance("pnp_train").git_commit; }
 
 // bf16 autocast over one forward pass and its loss (train.precision = "bf16"): convolutions
 // run in bf16 from fp32 weights; the cast weights are dropped when the scope closes.

@@ -178,3 +178,45 @@ TEST_CASE("memory plan: the largest aligned patch within denoiser.memory_limit_g
   CHECK_THROWS_WITH_AS(plan_memory(c, g, ext, 100, 1449), doctest::Contains("the smallest patch (392 px"), InputError);
   CHECK_THROWS_WITH_AS(plan_memory(c, g, ext, 100, 1449), doctest::Contains("Raise the limit"), InputError);
 }
+
+TEST_CASE("CUDA: run_pnp on the GPU equals the CPU run in every compile mode (TF32 off)" * doctest::skip(!at::hasCUDA())) {
+  // A small DnCNN PnP problem, strict fp32 on the GPU (cuDNN TF32 off), eager and native in
+  // none, pre, post and fused (post and fused capture CUDA graphs) against the CPU eager run.
+  Config base = gd_config();
+  base.problem.phantom = "shepp_logan";
+  base.solver.init = "fbp";
+  base.solver.clamp = "ground_truth";
+  base.solver.iterations = 4;
+  base.denoiser.architecture = "dncnn";
+  base.denoiser.weights = "dncnn_ct";
+  base.denoiser.sigma = 0.02;
+  base.compile.autotune = false;
+  const bool tf32 = at::globalContext().allowTF32CuDNN();
+  at::globalContext().setAllowTF32CuDNN(false);
+  auto d = plan_decomposition(base.problem.size, world_size(), "slabs", {}, 40, 1);
+  auto cpu_comm = make_communicator("mpi", MPI_COMM_WORLD, at::kCPU, 1, 0);
+  Problem cpu_prob = setup_problem(base, d, world_rank(), at::kCPU);
+  Denoiser cpu_den = make_denoiser(base, at::kCPU);
+  const PnpRecord ref = run_pnp(base, d, *cpu_comm, cpu_prob, cpu_den, at::kCPU, 0.0);
+  const at::Device gpu(at::kCUDA, 0);
+  auto comm = make_communicator("mpi", MPI_COMM_WORLD, gpu, 1, 1);
+  Problem prob = setup_problem(base, d, world_rank(), gpu);
+  for (std::string mode : {"none", "pre", "post", "fused"}) {
+    CAPTURE(mode);
+    Config c = base;
+    c.compile.mode = mode;
+    if (world_size() > 1) c.compile.cuda_graphs = false;  // captured communication needs NCCL (one GPU per rank)
+    Denoiser den = make_denoiser(c, gpu);
+    const PnpRecord r = run_pnp(c, d, *comm, prob, den, gpu, 0.0);
+    CHECK(r.x_own.is_cuda());
+    if (world_size() == 1 && (mode == "post" || mode == "fused")) CHECK(r.graphs_captured);
+    const at::Tensor x = r.x_own.to(at::kCPU);
+    const double rel = (x - ref.x_own).norm().item<double>() / ref.x_own.norm().item<double>();
+    MESSAGE(mode << " on CUDA vs CPU: relative difference " << rel << ", PSNR " << r.psnr.back() << " dB (CPU "
+                 << ref.psnr.back() << "), SSIM " << r.ssim.back());
+    CHECK(rel < 1e-5);
+    CHECK(std::abs(r.ssim.back() - ref.ssim.back()) < 1e-5);
+    CHECK(ref.x_own.std().item<double>() > 0.05);  // content, not a flattened image
+  }
+  at::globalContext().setAllowTF32CuDNN(tf32);
+}

@@ -7,7 +7,7 @@ exe=$1 input=$2 scratch=$3
 fail() { echo "FAIL: $*"; exit 1; }
 "$exe" --help | grep -q "pnp_train CONFIG.toml" || fail "--help"
 "$exe" --help-config | grep -q "sigma_max" || fail "--help-config"
-for c in train_dncnn train_drunet; do
+for c in train_dncnn train_drunet_ct; do
   out=$("$exe" "$input/$c.toml" --dry-run) || fail "--dry-run $c"
   echo "$out" | tail -1
   echo "$out" | grep -q "^\[model\]" || fail "$c: no [model] in the effective config"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The quality table at the study's problem (4096², 100 angles, noise 0.01) on one GPU, and the
+# study itself (input/study_4096.toml, drunet_ct) in every compile mode. Run after a build
+# (scripts/device_build.sh or scripts/gpu_check.sh) from the repository root:
+#   scripts/gpu_quality.sh [--out DIR]
+# Rows: FBP (demo_fbp_psnr, clamped to the truth's range as the solver clamps), gradient
+# descent (identity denoiser, FBP start, step 1.9/L), and PnP with dncnn_ct and drunet_ct from
+# the FBP at two denoiser sigmas and two step/relaxation settings (the study's 0.99/L with the
+# full denoiser; the demo's 1.9/L with x = 0.8 z + 0.2 D(z)), each run long enough to find its
+# best iteration count (PSNR every 5 iterations). Every run is `pnp_recon` with compile.mode =
+# pre (native); its output (metrics per iteration, stable iteration time) is summarised by
+# test/gpu/quality_table.py into quality.csv and the log. The 4096² HDF5 outputs stay in a
+# scratch directory (too large to return); the log keeps every figure.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+out=${OUT:-gpu_quality}
+[ "${1:-}" = --out ] && out=$2
+mkdir -p "$out"
+work=$(mktemp -d)
+bin=build/gpu/bin
+log="$out/quality.log"
+py=python3
+[ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
+# A fresh machine (the build of gpu_check.sh gone): build first.
+[ -x $bin/pnp_recon ] && [ -x $bin/demo_fbp_psnr ] || scripts/device_build.sh >"$work/build.log" 2>&1 ||
+  { tail -30 "$work/build.log"; exit 1; }
+{
+  echo "== $(date -u +%FT%TZ) commit ${PNP_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  cfg=input/study_4096.toml
+  $bin/demo_fbp_psnr "$cfg" cuda | tee "$work/fbp.txt"
+  run() {  # name, then --set overrides
+    local name=$1; shift
+    echo "== $name: $*"
+    mpirun --allow-run-as-root -n 1 $bin/pnp_recon "$cfg" --output "$work/$name.h5" --force \
+      --set output.progress=false "$@" 2>&1 | grep -E "final PSNR|error|stable" | tail -3
+  }
+  # The study as configured (zeros start, 10 iterations, step 0.99/L, drunet_ct, sigma 0.01).
+  for m in none pre post fused; do run "study_$m" --set compile.mode="\"$m\"" --set solver.metrics_every=1; done
+  q=(--set solver.init='"fbp"' --set solver.metrics_every=5 --set compile.mode='"pre"')
+  run gd "${q[@]}" --set denoiser.architecture='"identity"' --set denoiser.weights='""' --set solver.iterations=100 \
+    --set solver.step_scale=1.9
+  for w in dncnn_ct drunet_ct; do
+    a=drunet; [ $w = dncnn_ct ] && a=dncnn
+    for s in 0.01 0.03; do
+      run "${w}_s${s}_study" "${q[@]}" --set denoiser.architecture="\"$a\"" --set denoiser.weights="\"$w\"" \
+        --set denoiser.sigma=$s --set solver.iterations=40
+      run "${w}_s${s}_relaxed" "${q[@]}" --set denoiser.architecture="\"$a\"" --set denoiser.weights="\"$w\"" \
+        --set denoiser.sigma=$s --set solver.iterations=40 --set solver.step_scale=1.9 --set solver.relaxation=0.2
+    done
+  done
+  $py test/gpu/quality_table.py --fbp "$work/fbp.txt" --csv "$out/quality.csv" "$work"/*.h5
+  # The study's reconstruction (pre) for the figures, downsampled to fit what comes back.
+  $py - "$work/study_pre.h5" "$work/drunet_ct_s0.01_relaxed.h5" "$out/recon_small.h5" <<'EOF'
+import sys, h5py
+srcs, dst = sys.argv[1:-1], sys.argv[-1]
+with h5py.File(dst, "w") as o:
+    for s in srcs:
+        with h5py.File(s, "r") as f:
+            g = o.create_group(s.rsplit("/", 1)[-1].removesuffix(".h5"))
+            for k in ("reconstruction", "ground_truth"):
+                g[k] = f[k][::4, ::4]
+                g[k + "_zoom"] = f[k][1792:2304, 1792:2304]
+            for k in ("psnr", "ssim"):
+                g[k] = f["metrics/" + k][()]
+            for k, v in f.attrs.items():
+                g.attrs[k] = v
+EOF
+} 2>&1 | tee "$log"
