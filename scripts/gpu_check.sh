@@ -38,9 +38,9 @@ note() { echo "$*" | tee -a "$log"; }
 result() {  # name, status
   if [ "$2" -eq 0 ]; then pass=$((pass + 1)); note "PASS $1"; else fail=$((fail + 1)); note "FAIL $1"; fi
 }
-py=python3
-[ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
-export PNP_PYTHON=$py
+# shellcheck source=scripts/device_env.sh
+. scripts/device_env.sh
+py=$PNP_PYTHON
 t0=$(date +%s)
 
 if [ $build = 1 ]; then

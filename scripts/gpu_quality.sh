@@ -19,8 +19,9 @@ mkdir -p "$out"
 work=$(mktemp -d)
 bin=build/gpu/bin
 log="$out/quality.log"
-py=python3
-[ -x /opt/torch/.venv/bin/python3 ] && py=/opt/torch/.venv/bin/python3
+# shellcheck source=scripts/device_env.sh
+. scripts/device_env.sh
+py=$PNP_PYTHON
 # A fresh machine (the build of gpu_check.sh gone): build first.
 [ -x $bin/pnp_recon ] && [ -x $bin/demo_fbp_psnr ] || scripts/device_build.sh >"$work/build.log" 2>&1 ||
   { tail -30 "$work/build.log"; exit 1; }
