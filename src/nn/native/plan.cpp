@@ -1,0 +1,264 @@
+// The native backend's planner (plan.hpp): fusion groups, steps, liveness, in-place and slots.
+#include "plan.hpp"
+
+#include <algorithm>
+
+namespace pnp::nn::native {
+
+int64_t Plan::total_slot_bytes() const {
+  int64_t t = 0;
+  for (int64_t b : slot_bytes) t += b;
+  return t;
+}
+
+namespace {
+
+int64_t numel_of(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (auto v : s) n *= v;
+  return n;
+}
+
+std::string key_of(const Node& nd, const char* role) {
+  const Param* p = nd.param(role);
+  return p ? p->key : std::string();
+}
+
+BatchNormKeys bn_keys_of(const Node& bn) {
+  return {key_of(bn, "weight"), key_of(bn, "bias"), key_of(bn, "running_mean"), key_of(bn, "running_var"),
+          bn.attrs.eps};
+}
+
+// The step list: one per fusion group (see plan.hpp) or unfused node, in topological order.
+void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const PlanOptions& opt, Plan& p) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<std::vector<int>> readers(n);
+  for (const auto& nd : g.nodes)
+    for (int i : nd.inputs) readers[i].push_back(nd.id);
+  // The only reader of `id` when it is an `op` node (never for the graph output), else -1.
+  auto single = [&](int id, OpKind op) -> int {
+    if (id == g.output() || readers[id].size() != 1) return -1;
+    const int r = readers[id][0];
+    return g.nodes[r].op == op ? r : -1;
+  };
+  std::vector<int> absorbed(n, 0);
+  p.step_of.assign(n, -1);
+  for (const auto& nd : g.nodes) {
+    if (nd.id == 0 || absorbed[nd.id]) continue;
+    PlanStep s;
+    s.head = s.out = nd.id;
+    s.name = nd.name;
+    const auto& a = nd.attrs;
+    switch (nd.op) {
+      case OpKind::input:
+        break;
+      case OpKind::sigma_channel:
+        s.kind = StepKind::sigma;
+        s.alias = true;
+        p.uses_sigma = true;
+        break;
+      case OpKind::conv: {
+        s.kind = StepKind::conv;
+        s.weight_key = key_of(nd, "weight");
+        s.bias_key = key_of(nd, "bias");
+        std::string pattern = "conv";
+        if (!s.bias_key.empty()) pattern += "+bias";
+        int tail = nd.id;
+        std::vector<int> group{nd.id};
+        if (int bn = single(tail, OpKind::batch_norm); bn >= 0) {  // fold BN (always)
+          s.bn = bn;
+          s.bn_keys = bn_keys_of(g.nodes[bn]);
+          group.push_back(tail = bn);
+          pattern = "conv+bn";
+        }
+        if (opt.fuse) {
+          if (int r = single(tail, OpKind::relu); r >= 0) {
+            group.push_back(tail = r);
+            s.relu = true;
+            pattern += "+relu";
+          } else if (int ad = single(tail, OpKind::add); ad >= 0) {
+            const auto& ins = g.nodes[ad].inputs;
+            // The residual must already exist where the fused step runs (the conv's place).
+            const int zz = ins.size() == 2 ? (ins[0] == tail ? ins[1] : ins[0]) : -1;
+            if (ins.size() == 2 && (ins[0] == tail) != (ins[1] == tail) && zz < nd.id) {
+              s.z = zz;
+              group.push_back(tail = ad);
+              pattern += "+add";
+              if (int r2 = single(ad, OpKind::relu); r2 >= 0) {
+                group.push_back(tail = r2);
+                s.relu = true;
+                pattern += "+relu";
+              }
+            }
+          }
+        }
+        for (int id : group)  // the rest of the group runs in this step
+          if (id != nd.id) absorbed[id] = 1;
+        if (group.size() > 1) p.fusions.push_back(pattern + ":" + nd.name);
+        s.out_channels = a.out_channels;
+        s.stride = a.stride;
+        s.padding = a.padding;
+        s.groups = a.groups;
+        s.out = tail;
+        break;
+      }
+      case OpKind::conv_transpose:
+        s.kind = StepKind::conv_transpose;
+        s.weight_key = key_of(nd, "weight");
+        s.bias_key = key_of(nd, "bias");
+        s.out_channels = a.out_channels;
+        s.stride = a.stride;
+        s.padding = a.padding;
+        s.output_padding = a.output_padding;
+        s.groups = a.groups;
+        break;
+      case OpKind::batch_norm:
+        s.kind = StepKind::batch_norm;
+        s.bn_keys = bn_keys_of(nd);
+        break;
+      case OpKind::relu:
+        s.kind = StepKind::relu;
+        break;
+      case OpKind::add:
+        s.kind = StepKind::add;
+        break;
+      case OpKind::concat:
+        s.kind = StepKind::concat;
+        break;
+      case OpKind::max_pool:
+        s.kind = StepKind::max_pool;
+        s.kernel = a.kernel;
+        s.stride = a.stride;
+        s.padding = a.padding;
+        break;
+      case OpKind::upsample_nearest:
+        s.kind = StepKind::upsample;
+        s.scales.assign(a.scale.begin(), a.scale.end());
+        break;
+      case OpKind::pad: {
+        s.kind = StepKind::pad;
+        const auto& in = shapes[nd.inputs[0]];
+        bool any = false;
+        for (int d = g.dim - 1; d >= 0; --d) {
+          const int64_t sz = in[2 + d], pd = (sz + a.multiple - 1) / a.multiple * a.multiple - sz;
+          s.pads.push_back(0);
+          s.pads.push_back(pd);
+          any = any || pd > 0;
+        }
+        s.alias = !any;  // nothing to pad: the input itself
+        break;
+      }
+      case OpKind::crop:
+        s.kind = StepKind::crop;
+        s.alias = true;
+        break;
+    }
+    // Inputs: for a fused group, the head's inputs plus the residual.
+    s.in = nd.inputs;
+    if (s.z >= 0) s.in.push_back(s.z);
+    s.shape = shapes[s.out];
+    p.step_of[s.out] = static_cast<int>(p.steps.size());
+    p.steps.push_back(std::move(s));
+  }
+}
+
+// Liveness over the step order: each value's last reader, and the release lists.
+void liveness(const Graph& g, Plan& p) {
+  const int ns = static_cast<int>(p.steps.size());
+  p.last_use.assign(g.nodes.size(), -1);
+  for (int i = 0; i < ns; ++i)
+    for (int v : p.steps[i].in) p.last_use[v] = std::max(p.last_use[v], i);
+  p.last_use[g.output()] = ns;  // the output lives on
+  p.last_use[0] = ns;           // the static input too
+  for (int i = 0; i < ns; ++i) {
+    auto& rel = p.steps[i].release;
+    for (int v : p.steps[i].in)
+      if (p.last_use[v] == i && std::find(rel.begin(), rel.end(), v) == rel.end()) rel.push_back(v);
+  }
+}
+
+// In-place decisions and slot assignment, in step order (see plan.hpp).
+void assign_memory(const Graph& g, const PlanOptions& opt, Plan& p) {
+  const int n = static_cast<int>(g.nodes.size());
+  std::vector<int> alias_value(n, 0);  // views: never overwritten
+  alias_value[0] = 1;                  // nor is the graph input
+  p.buffer_of.assign(n, -1);
+  p.buffer_of[0] = 0;
+  p.slot_of.assign(n, -1);
+  std::vector<int> slot_users;  // live values per slot
+  auto& slot_need = p.slot_bytes;
+  auto free_slot = [&](int64_t bytes) {
+    int best = -1;
+    for (size_t k = 0; k < slot_users.size(); ++k)
+      if (slot_users[k] == 0) {
+        // best fit: the smallest that holds it, else the largest (it grows)
+        if (best < 0) {
+          best = static_cast<int>(k);
+          continue;
+        }
+        const int64_t a = slot_need[k], b = slot_need[static_cast<size_t>(best)];
+        const bool fa = a >= bytes, fb = b >= bytes;
+        if ((fa && (!fb || a < b)) || (!fa && !fb && a > b)) best = static_cast<int>(k);
+      }
+    if (best < 0) {
+      slot_users.push_back(0);
+      slot_need.push_back(0);
+      best = static_cast<int>(slot_users.size()) - 1;
+    }
+    slot_need[static_cast<size_t>(best)] = std::max(slot_need[static_cast<size_t>(best)], bytes);
+    return best;
+  };
+  for (int i = 0; i < static_cast<int>(p.steps.size()); ++i) {
+    PlanStep& s = p.steps[static_cast<size_t>(i)];
+    if (s.alias) alias_value[s.out] = 1;
+    // Another value in v's storage that is read at this step or later (a live view of v).
+    auto shares_live = [&](int v) {
+      for (int u = 0; u < n; ++u)
+        if (u != v && p.buffer_of[u] == p.buffer_of[v] && p.last_use[u] >= i) return true;
+      return false;
+    };
+    auto overwritable = [&](int v) {
+      return p.last_use[v] == i && v != 0 && !alias_value[v] && !shares_live(v);
+    };
+    if (s.kind == StepKind::relu && overwritable(s.in[0])) {
+      s.inplace = s.in[0];
+    } else if (s.kind == StepKind::add) {
+      if (overwritable(s.in[0])) s.inplace = s.in[0];
+      else if (overwritable(s.in[1])) s.inplace = s.in[1];
+    }
+    p.buffer_of[s.out] = s.out;
+    if (s.inplace >= 0) {
+      p.buffer_of[s.out] = p.buffer_of[s.inplace];
+      p.slot_of[s.out] = p.slot_of[s.inplace];
+      if (p.slot_of[s.out] >= 0) ++slot_users[static_cast<size_t>(p.slot_of[s.out])];
+    } else if (s.kind == StepKind::relu || s.kind == StepKind::add || s.kind == StepKind::concat ||
+               s.kind == StepKind::upsample || (s.kind == StepKind::pad && !s.alias)) {
+      s.slot = free_slot(numel_of(s.shape) * opt.element_bytes);
+      p.slot_of[s.out] = s.slot;
+      ++slot_users[static_cast<size_t>(s.slot)];
+    } else if (s.alias && s.kind != StepKind::sigma) {
+      // a view shares its source's storage and keeps its source's slot alive (one more user)
+      const int src = s.in[0];
+      p.buffer_of[s.out] = p.buffer_of[src];
+      if (p.slot_of[src] >= 0) {
+        p.slot_of[s.out] = p.slot_of[src];
+        ++slot_users[static_cast<size_t>(p.slot_of[s.out])];
+      }
+    }
+    for (int v : s.release)
+      if (p.slot_of[v] >= 0) --slot_users[static_cast<size_t>(p.slot_of[v])];
+  }
+}
+
+}  // namespace
+
+Plan make_plan(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const PlanOptions& opt) {
+  if (shapes.size() != g.nodes.size()) throw Error("native plan: one shape per node expected");
+  Plan p;
+  make_steps(g, shapes, opt, p);
+  liveness(g, p);
+  assign_memory(g, opt, p);
+  return p;
+}
+
+}  // namespace pnp::nn::native
