@@ -21,13 +21,14 @@ function(pnp_add_module name)
   endif()
 endfunction()
 
-# pnp_add_app(NAME SOURCE DEPS ...): a thin main in apps/, skipped if its source is absent.
-function(pnp_add_app name source)
-  if(NOT EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${source}")
-    return()
-  endif()
-  add_executable(${name} ${source})
-  target_link_libraries(${name} PRIVATE ${ARGN})
+# pnp_add_app(NAME SOURCES ... DEPS ...): a program in apps/ (apps/<name>.cpp, or apps/<name>/
+# when it needs more than one file) that owns its command line and output; the logic it calls
+# lives in the libraries.
+function(pnp_add_app name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS})
+  target_compile_options(${name} PRIVATE -Wall -Wextra)
   install(TARGETS ${name} RUNTIME DESTINATION bin)
 endfunction()
 

@@ -24,7 +24,7 @@ set(_pnp_roots)
 foreach(_m IN LISTS PNP_MODULES)
   if(TARGET pnp_${_m})
     get_target_property(_type pnp_${_m} TYPE)
-    if(_type MATCHES "_LIBRARY$")   # pnp_phantom is the program; its library is pnp_synthetic
+    if(_type MATCHES "_LIBRARY$")
       list(APPEND _pnp_roots pnp_${_m})
     endif()
   endif()

@@ -67,7 +67,7 @@ run() {  # name, then --set overrides
       done ;;
     sweep)
       TORCHINDUCTOR_COMPILE_THREADS=2 PNP_CACHE_DIR=$cache "$bin/pnp_bench" input/sweep.toml --output "$out/pnp_bench.h5" --force
-      python3 test/bench/check_sweep.py "$out/pnp_bench.h5" ;;
+      python3 test/benchmark/check_sweep.py "$out/pnp_bench.h5" ;;
     profile)
       # the inductor packages first, all at once (pnp_bench compiles them before timing)
       grid 3 '["dncnn", "unet"]' '[2048, 2048]' >/tmp/grid3.toml

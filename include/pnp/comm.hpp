@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pnp/core.hpp"
 #include "pnp/decomposition.hpp"
@@ -59,9 +60,24 @@ class Communicator {
 
   // Sums a contiguous tensor in place over all ranks (the partial sinograms).
   virtual void allreduce_sum(at::Tensor& t) = 0;
-  // Fills the halo of `ext` ([tile.ext.rows(), tile.ext.cols()], the owned part current) with
-  // the owned pixels of the other ranks, following the plan of this rank.
-  virtual void halo_exchange(at::Tensor& ext, const Decomposition& d) = 0;
+
+  // Point-to-point transfers of whole contiguous buffers (a HaloPlan's, include/pnp/halo.hpp):
+  // start_exchange posts every receive and send, the returned object's wait() completes them.
+  // The buffers must stay alive until then. NCCL: one grouped send/recv on the current stream,
+  // no host synchronisation (capturable; wait() is a no-op, later work on the stream is ordered
+  // after it). MPI: Isend/Irecv, CUDA buffers staged through pinned host memory; wait() is
+  // Waitall and the copy back.
+  struct Message {
+    int peer;
+    at::Tensor buffer;
+  };
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    virtual void wait() = 0;
+  };
+  virtual std::unique_ptr<Pending> start_exchange(const std::vector<Message>& sends,
+                                                  const std::vector<Message>& recvs) = 0;
   // Gathers every rank's owned tile into an [n, n] image on rank 0 (CPU, float32);
   // returns an undefined tensor on the other ranks.
   virtual at::Tensor gather_tiles(const at::Tensor& own, const Decomposition& d);
@@ -79,6 +95,14 @@ class Communicator {
   MPI_Comm comm_;
   int64_t bytes_sent_ = 0;
 };
+
+// The NCCL version this build links ("2.27.7"), or "none".
+std::string nccl_version();
+
+// The largest element count of one MPI call (default INT_MAX, MPI's int count): transfers
+// above it (allreduce, halo messages, gathering tiles) are split into chunks. Lowering it
+// exercises the chunking on small data (the tests do).
+void set_mpi_max_count(int64_t elements);
 
 // kind: "mpi", "nccl" or "auto" (NCCL when the device is CUDA, NCCL is built in and each rank
 // of the node has its own GPU; otherwise MPI, host-staged for CUDA tensors).

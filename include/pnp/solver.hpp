@@ -1,15 +1,20 @@
-// The distributed PnP-PGD solver and the pnp_recon program around it.
+// The distributed PnP-PGD solver as a library: the problem, the denoiser, the memory plan, the
+// loop and one call that sets up, runs and gathers a whole reconstruction (what pnp_recon,
+// the tests and any embedding program call). One iteration on rank r:
 //   FP    p_r = A_r x_r            partial sinogram of the owned pixels
 //   COMM  p   = allreduce_sum(p_r)
 //   BP    g_r = A_r^T (p - y)
 //   STEP  z_r = x_r - gamma g_r
 //   COMM  halo exchange of z
 //   DEN   x_r = clamp((1 - alpha) z_r + alpha D(z_r (+) halo)|T_r)
+// The two regions (gradient: FP..STEP; denoise: halo..clamp) are objects in src/solver/regions.hpp
+// with their capture policy; docs/architecture.md maps every step to its file.
 #pragma once
 
 #include <ATen/ATen.h>
 
-#include <functional>
+#include <array>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +28,8 @@
 #include "pnp/physics.hpp"
 
 namespace pnp {
+
+// ---- Problem ----------------------------------------------------------------------------
 
 // The measured data and what is known of the truth, as one rank sees it.
 struct Problem {
@@ -39,21 +46,24 @@ io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
 // Loads (problem.sinogram) or simulates the data; identical on every rank.
 Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device);
 
+// ---- Denoiser ---------------------------------------------------------------------------
+
 // The denoiser as configured: graph, weights (file, shipped name or seeded init) and the
 // executor the compile placement asks for:
 //   none        the eager executor (one ATen call per IR node, NCHW);
-//   pre         the native backend, compiled per input shape on first use (tile or patch
-//               shape), with its own CUDA graph;
-//   post/fused  the native backend without its own graph: the solver captures the whole
-//               region around it (see run_pnp).
+//   pre         the native (or inductor) backend, compiled per input shape on first use (tile
+//               or patch shape), with its own CUDA graph;
+//   post/fused  the same backend without its own graph: the solver captures the whole region
+//               around it (src/solver/regions.hpp).
 struct Denoiser {
   nn::Graph graph;
   std::unique_ptr<nn::Executor> executor;
   at::ScalarType dtype = at::kFloat;  // denoiser.precision: kFloat (fp32) or kBFloat16 (bf16)
-  double setup_seconds = 0;  // weights and executor construction
-  // Seconds spent compiling so far (native: per shape, on first use; 0 for eager).
-  std::function<double()> compile_seconds = [] { return 0.0; };
-  std::function<std::vector<std::string>()> fusions = [] { return std::vector<std::string>{}; };
+  double setup_seconds = 0;           // weights and executor construction
+  // Seconds spent compiling so far (native and inductor: per shape, on first use; 0 for eager).
+  double compile_seconds() const { return executor ? executor->compile_seconds() : 0.0; }
+  // What the backend did: fusions, cache hits and packages, notes.
+  std::vector<std::string> report() const { return executor ? executor->report() : std::vector<std::string>{}; }
 };
 nn::Graph denoiser_graph(const DenoiserConfig& c);
 // denoiser.precision as the executors' compute dtype: "fp32" -> kFloat, "bf16" -> kBFloat16.
@@ -62,6 +72,8 @@ at::ScalarType denoiser_dtype(const DenoiserConfig& c);
 Denoiser make_denoiser(const Config& cfg, at::Device device);
 // Path of a shipped model name ("dncnn_ct" -> <models dir>/dncnn_ct.h5), or the path itself.
 std::string resolve_weights(const std::string& weights);
+
+// ---- Memory -----------------------------------------------------------------------------
 
 // Device memory of one rank, and the denoiser patch size that keeps it within
 // denoiser.memory_limit_gb. Estimated, in bytes, per call of the denoiser on the rank's
@@ -74,7 +86,7 @@ std::string resolve_weights(const std::string& weights);
 //                A compiled backend keeps one executor, with its own buffers, per distinct
 //                patch shape: their peaks add up;
 //   workspace    convolution workspaces and allocator rounding. Calibrated on the H200
-//                (docs/performance.md, "Memory"): eager, 2 x the largest activation; native,
+//                (docs/measurements/2026-12-01/README.md, "Memory"): eager, 2 x the largest activation; native,
 //                10 % of its activations.
 // With memory_limit_gb > 0 and patch_size = 0 the patch is the largest aligned size whose
 // total fits (the whole tile when it fits); InputError when even the smallest patch (2 x
@@ -88,24 +100,35 @@ struct MemoryPlan {
   std::string describe() const;  // one line
 };
 MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, int64_t angles, int64_t detectors);
+// The plan of every rank (computed identically on all), so that a limit too small for some
+// tile fails on every rank before any work.
+std::vector<MemoryPlan> memory_plans(const Config& cfg, const Decomposition& d, const nn::Graph& g);
+// Angles and detector bins of the configured geometry.
+std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg);
 
-// Timing phases, in loop order; "total" is last.
+// ---- The loop ---------------------------------------------------------------------------
+
+// The timed phases of one iteration, in loop order (the list is defined here once).
+enum class Phase : int { forward_projection, allreduce, backprojection, step, halo_exchange, denoise, clamp };
+inline constexpr int kPhaseCount = 7;
+const char* phase_name(Phase p);
+// The phase names in loop order, then "total".
 const std::vector<std::string>& pnp_phases();
 
 struct PnpRecord {
   at::Tensor x_own;                        // final owned tile (device)
-  std::vector<std::vector<double>> phase;  // [phase][iteration] seconds, this rank
+  std::vector<std::vector<double>> phase;  // [phase][iteration] seconds, this rank ("total" last)
   std::vector<double> total, wall;         // [iteration], this rank
   std::vector<double> region_gradient;     // [iteration] FP..STEP as one region; NaN inside a fused graph
   std::vector<double> region_denoise;      // [iteration] HALO..CLAMP as one region; NaN inside a fused graph
   bool graphs_captured = false;            // post/fused on CUDA: regions replayed as CUDA graphs
   std::vector<double> psnr, ssim, residual;  // [iteration], NaN where not computed (same on all ranks)
   double first_iteration = 0;              // wall seconds incl. setup, step-size estimate and iteration 1
-  double compile_seconds = 0;             // native compile (all shapes) + region capture
+  double compile_seconds = 0;              // native compile (all shapes) + region capture
   double step = 0;
   double clamp_lo = 0, clamp_hi = 0;
   int64_t peak_bytes = 0;
-  std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase
+  std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase ("total" last)
   int64_t bytes_sent = 0;                  // halo + allreduce payload sent by this rank in the loop
   // [iteration] bytes this rank's loop communication sent in each iteration (metrics excluded);
   // a replayed graph sends what its capture recorded.
@@ -113,11 +136,76 @@ struct PnpRecord {
   MemoryPlan memory;                       // the estimate, and the patch size the denoiser ran with
 };
 
-// Runs the PnP loop on this rank. `setup_start` is when the run began (for first_iteration).
+// Runs the PnP loop on this rank. `setup_seconds` is the time spent before the call (it is
+// part of the first iteration's wall time).
 PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob,
                   Denoiser& den, at::Device device, double setup_seconds);
 
-// pnp_recon's whole program: MPI, CLI, setup, loop, output. Returns the exit code.
-int recon_main(int argc, char** argv);
+// ---- A whole reconstruction -------------------------------------------------------------
+
+// What rank 0 writes: the record of every rank, gathered (empty vectors on other ranks).
+struct GatheredRecord {
+  at::Tensor image;                        // [n, n] float32 CPU, the final iterate
+  std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
+  std::vector<double> wall, region_gradient, region_denoise, bytes;  // [iterations x ranks]
+  std::vector<double> peak, sent, patch, estimate;                   // [ranks]
+  std::vector<std::vector<double>> phase_peak;                       // [phase] -> [ranks]
+  double first = 0, stable = 0, compile = 0;  // max over ranks
+  std::string gpu_names;                   // comma-separated, one per rank
+  // The phase table: per phase and region, the stable-window mean of each rank, reduced.
+  struct Row {
+    std::string name;
+    double max = 0, min = 0, mean = 0;  // NaN inside a captured graph
+  };
+  std::vector<Row> table;
+};
+
+// Device choice of a rank: distributed.device ("auto" = CUDA when present), local rank -> GPU.
+at::Device choose_device(const std::string& want, int local_rank);
+
+// The first stage of a set-up, which needs neither data nor a communicator (what --dry-run
+// prints): the device, the denoiser's graph, the decomposition and every rank's memory plan.
+struct ReconstructionPlan {
+  Config cfg;
+  at::Device device = at::kCPU;
+  nn::Graph graph;
+  Decomposition decomp;
+  std::vector<MemoryPlan> memory;  // one per rank
+};
+
+// Set-up, run and record of one reconstruction. Every call is collective over the ranks of
+// `world`: a failure on any rank throws CollectiveError on all of them during set-up, and an
+// error inside run() ends every rank (abort_job), so that no rank is left waiting.
+class Reconstruction {
+ public:
+  // Stage 1: device, graph, decomposition and memory plans, validated (InputError when a
+  // memory limit cannot be met, a tile is impossible, ...).
+  static ReconstructionPlan plan(const Config& cfg, MPI_Comm world, int local_rank);
+  // Stage 2: the communicator, the data and the denoiser. `t0` is when the program started
+  // (the first iteration's wall time counts from it).
+  static Reconstruction setup(ReconstructionPlan plan, MPI_Comm world, int local_size,
+                              std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now());
+  PnpRecord run();
+  GatheredRecord gather(const PnpRecord& rec);
+
+  const Config& config() const { return cfg_; }
+  const Decomposition& decomposition() const { return decomp_; }
+  Communicator& comm() { return *comm_; }
+  at::Device device() const { return device_; }
+  const Problem& problem() const { return prob_; }
+  Denoiser& denoiser() { return den_; }
+  double setup_seconds() const { return setup_seconds_; }
+
+ private:
+  Reconstruction() = default;
+  Config cfg_;
+  at::Device device_ = at::kCPU;
+  Decomposition decomp_;
+  std::unique_ptr<Communicator> comm_;
+  Problem prob_;
+  Denoiser den_;
+  double setup_seconds_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 }  // namespace pnp

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "pnp/device.hpp"
+
 namespace pnp {
 
 class PhaseTimer {
@@ -59,16 +61,6 @@ class PhaseTimer {
   int64_t peak_ = 0;
   std::vector<int64_t> phase_peak_;
 };
-
-// The device with its index made explicit: "cuda" (no index) becomes the current CUDA device,
-// e.g. cuda:0; any other device is returned as is. The functions below take either.
-c10::Device concrete_device(c10::Device d);
-// Peak bytes allocated on a CUDA device by the caching allocator (0 on CPU or without CUDA),
-// and a reset of that peak.
-int64_t device_peak_bytes(c10::Device d);
-void reset_device_peak(c10::Device d);
-// Device name ("NVIDIA H200", or "cpu").
-std::string device_name(c10::Device d);
 
 // Times single synchronised calls: device events on CUDA, the host clock on CPU. For
 // benchmarks (pnp_bench); the solver's loop uses PhaseTimer, which never synchronises.

@@ -230,7 +230,7 @@ def schema_doc() -> str:
 
 
 def write_ceilings(path, gpu=H200):
-    """A `pnp_bench --ceilings` file as src/bench/ceilings.cpp writes it."""
+    """A `pnp_bench --ceilings` file as src/benchmark/ceilings.cpp writes it."""
     rows = [("copy", "536870912", "GB/s", 1.1e-3, 3905.0, 0.0),
             ("matmul_tf32", "8192x8192x8192", "TFLOP/s", 2.9e-3, 379.0, 4.1e-4),
             ("matmul_bf16", "8192x8192x8192", "TFLOP/s", 1.6e-3, 690.0, 1.7e-3)]

@@ -1,8 +1,15 @@
 // The MPI backend (CPU tensors; CUDA tensors staged through host memory) and the parts of
 // Communicator shared by all backends.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "comm_internal.hpp"
+
+#ifdef PNP_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 namespace pnp {
 
@@ -14,6 +21,16 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
     default: throw Error("communication of dtype " + std::string(c10::toString(t.scalar_type())) + " is not supported");
   }
 }
+// Largest element count one MPI call takes (its count argument is an int); longer transfers
+// are split into chunks of at most this many elements (set_mpi_max_count lowers it for tests).
+int64_t g_max_count = std::numeric_limits<int>::max();
+
+// Calls fn(offset, count) over [0, n) in pieces of at most g_max_count elements.
+template <class F>
+void for_chunks(int64_t n, F&& fn) {
+  for (int64_t off = 0; off < n; off += g_max_count) fn(off, static_cast<int>(std::min(g_max_count, n - off)));
+}
+
 void check_mpi(int rc, const char* what) {
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -38,48 +55,67 @@ class MpiCommunicator final : public Communicator {
     if (size_ == 1) return;
     at::Tensor host = t.is_cuda() ? staging(t, "allreduce").copy_(t) : t;
     staged_ = staged_ || t.is_cuda();
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, host.data_ptr(), static_cast<int>(host.numel()), mpi_type(host), MPI_SUM, comm_),
-              "MPI_Allreduce");
+    char* base = static_cast<char*>(host.data_ptr());
+    const int64_t es = host.element_size();
+    for_chunks(host.numel(), [&](int64_t off, int n) {
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, base + off * es, n, mpi_type(host), MPI_SUM, comm_), "MPI_Allreduce");
+    });
     bytes_sent_ += host.numel() * host.element_size();
     if (t.is_cuda()) t.copy_(host);
   }
 
-  void halo_exchange(at::Tensor& ext, const Decomposition& d) override {
-    const TilePlan& me = d.tile(rank_);
-    if (me.recvs.empty() && me.sends.empty()) return;
-    staged_ = staged_ || ext.is_cuda();
-    std::vector<MPI_Request> reqs;
-    std::vector<at::Tensor> recv_bufs;
-    for (const auto& r : me.recvs) {
-      at::Tensor buf = host_buffer("recv", r.peer, r.box, ext);
-      recv_bufs.push_back(buf);
-      reqs.emplace_back();
-      check_mpi(MPI_Irecv(buf.data_ptr(), static_cast<int>(buf.numel()), mpi_type(buf), r.peer, kHaloTag, comm_,
-                          &reqs.back()),
-                "MPI_Irecv (halo)");
+  std::unique_ptr<Pending> start_exchange(const std::vector<Message>& sends, const std::vector<Message>& recvs) override {
+    auto p = std::make_unique<MpiPending>();
+    for (const auto& r : recvs) {
+      at::Tensor host = r.buffer.is_cuda() ? host_buffer("recv", r.peer, r.buffer) : r.buffer;
+      staged_ = staged_ || r.buffer.is_cuda();
+      char* base = static_cast<char*>(host.data_ptr());
+      for_chunks(host.numel(), [&](int64_t off, int n) {  // same peer and tag: MPI keeps the order
+        p->reqs.emplace_back();
+        check_mpi(MPI_Irecv(base + off * host.element_size(), n, mpi_type(host), r.peer, kHaloTag, comm_, &p->reqs.back()),
+                  "MPI_Irecv (halo)");
+      });
+      if (r.buffer.is_cuda()) p->copy_back.emplace_back(r.buffer, host);
     }
-    for (const auto& s : me.sends) {
-      at::Tensor buf = host_buffer("send", s.peer, s.box, ext);
-      buf.copy_(box_view(ext, me.ext, s.box));
-      reqs.emplace_back();
-      check_mpi(MPI_Isend(buf.data_ptr(), static_cast<int>(buf.numel()), mpi_type(buf), s.peer, kHaloTag, comm_,
-                          &reqs.back()),
-                "MPI_Isend (halo)");
-      bytes_sent_ += buf.numel() * buf.element_size();
+    for (const auto& m : sends) {
+      at::Tensor host = m.buffer;
+      if (m.buffer.is_cuda()) {
+        host = host_buffer("send", m.peer, m.buffer);
+        host.copy_(m.buffer);  // synchronous: the data is on the host before MPI reads it
+        staged_ = true;
+      }
+      char* base = static_cast<char*>(host.data_ptr());
+      for_chunks(host.numel(), [&](int64_t off, int n) {
+        p->reqs.emplace_back();
+        check_mpi(MPI_Isend(base + off * host.element_size(), n, mpi_type(host), m.peer, kHaloTag, comm_, &p->reqs.back()),
+                  "MPI_Isend (halo)");
+      });
+      bytes_sent_ += host.numel() * host.element_size();
     }
-    check_mpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall (halo)");
-    for (size_t i = 0; i < me.recvs.size(); ++i) box_view(ext, me.ext, me.recvs[i].box).copy_(recv_bufs[i]);
+    return p;
   }
 
  private:
   static constexpr int kHaloTag = 7101;
-  // Host buffers reused across iterations (pinned when the data lives on the GPU).
-  at::Tensor host_buffer(const std::string& dir, int peer, const Box& b, const at::Tensor& like) {
-    std::string key = dir + std::to_string(peer) + ":" + to_string(b) + c10::toString(like.scalar_type());
+  struct MpiPending final : Pending {
+    std::vector<MPI_Request> reqs;
+    std::vector<std::pair<at::Tensor, at::Tensor>> copy_back;  // (device buffer, host staging)
+    void wait() override {
+      check_mpi(MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall (halo)");
+      reqs.clear();
+      for (auto& [dev, host] : copy_back) dev.copy_(host);
+      copy_back.clear();
+    }
+  };
+  // Pinned host buffers for CUDA messages, one per device buffer (a HaloPlan's buffers live as
+  // long as the plan), reused across exchanges.
+  at::Tensor host_buffer(const std::string& dir, int peer, const at::Tensor& like) {
+    std::string key = dir + std::to_string(peer) + ":" + std::to_string(reinterpret_cast<uintptr_t>(like.data_ptr())) +
+                      ":" + std::to_string(like.numel()) + c10::toString(like.scalar_type());
     auto it = buffers_.find(key);
     if (it != buffers_.end()) return it->second;
-    auto opts = at::TensorOptions().dtype(like.scalar_type()).pinned_memory(like.is_cuda());
-    return buffers_[key] = at::empty({b.rows(), b.cols()}, opts);
+    auto opts = at::TensorOptions().dtype(like.scalar_type()).pinned_memory(true);
+    return buffers_[key] = at::empty(like.sizes(), opts);
   }
   at::Tensor staging(const at::Tensor& t, const std::string& name) {
     std::string key = name + std::to_string(t.numel()) + c10::toString(t.scalar_type());
@@ -99,38 +135,50 @@ at::Tensor box_view(const at::Tensor& ext, const Box& ext_box, const Box& b) {
 
 double Communicator::sum(double v) const {
   double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm_);
+  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce (sum)");
   return out;
 }
 double Communicator::max(double v) const {
   double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_);
+  check_mpi(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce (max)");
   return out;
 }
 
 at::Tensor Communicator::gather_tiles(const at::Tensor& own, const Decomposition& d) {
-  int r = rank(), n_ranks = size();
+  constexpr int kGatherTag = 7102;
+  const int r = rank(), n_ranks = size();
   at::Tensor mine = own.detach().to(at::kCPU, at::kFloat).contiguous();
-  std::vector<int> counts(static_cast<size_t>(n_ranks)), displs(static_cast<size_t>(n_ranks));
-  int64_t total = 0;
-  for (int q = 0; q < n_ranks; ++q) {
-    counts[static_cast<size_t>(q)] = static_cast<int>(d.tile(q).own.size());
-    displs[static_cast<size_t>(q)] = static_cast<int>(total);
-    total += d.tile(q).own.size();
-  }
   TORCH_CHECK(mine.numel() == d.tile(r).own.size(), "gather_tiles: tile has the wrong size");
-  at::Tensor flat = r == 0 ? at::empty({total}, at::kFloat) : at::Tensor();
-  check_mpi(MPI_Gatherv(mine.data_ptr(), static_cast<int>(mine.numel()), MPI_FLOAT, r == 0 ? flat.data_ptr() : nullptr,
-                        counts.data(), displs.data(), MPI_FLOAT, 0, comm_),
-            "MPI_Gatherv (tiles)");
-  if (r != 0) return {};
+  // Point to point, in chunks: a tile can hold more than INT_MAX pixels (MPI counts are ints).
+  if (r != 0) {
+    for_chunks(mine.numel(), [&](int64_t off, int n) {
+      check_mpi(MPI_Send(mine.data_ptr<float>() + off, n, MPI_FLOAT, 0, kGatherTag, comm_), "MPI_Send (tiles)");
+    });
+    return {};
+  }
   at::Tensor img = at::empty({d.n, d.n}, at::kFloat);
   for (int q = 0; q < n_ranks; ++q) {
     const Box& b = d.tile(q).own;
-    box_view(img, Box{0, d.n, 0, d.n}, b).copy_(flat.narrow(0, displs[static_cast<size_t>(q)], b.size()).view({b.rows(), b.cols()}));
+    at::Tensor tile = q == 0 ? mine : at::empty({b.rows(), b.cols()}, at::kFloat);
+    if (q != 0)
+      for_chunks(tile.numel(), [&](int64_t off, int n) {
+        check_mpi(MPI_Recv(tile.data_ptr<float>() + off, n, MPI_FLOAT, q, kGatherTag, comm_, MPI_STATUS_IGNORE),
+                  "MPI_Recv (tiles)");
+      });
+    box_view(img, Box{0, d.n, 0, d.n}, b).copy_(tile.view({b.rows(), b.cols()}));
   }
   return img;
 }
+
+std::string nccl_version() {
+#ifdef PNP_HAVE_NCCL
+  return std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+#else
+  return "none";
+#endif
+}
+
+void set_mpi_max_count(int64_t n) { g_max_count = std::max<int64_t>(1, std::min<int64_t>(n, std::numeric_limits<int>::max())); }
 
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) { return std::make_unique<MpiCommunicator>(comm); }
 

@@ -50,42 +50,34 @@ class NcclCommunicator final : public Communicator {
     bytes_sent_ += t.numel() * t.element_size();
   }
 
-  void halo_exchange(at::Tensor& ext, const Decomposition& d) override {
-    const TilePlan& me = d.tile(rank_);
-    if (me.recvs.empty() && me.sends.empty()) return;
-    TORCH_CHECK(ext.is_cuda(), "NCCL halo exchange needs a CUDA tensor");
+  std::unique_ptr<Pending> start_exchange(const std::vector<Message>& sends, const std::vector<Message>& recvs) override {
     auto stream = c10::cuda::getCurrentCUDAStream(device_.index());
-    std::vector<at::Tensor> recv_bufs;
-    for (const auto& s : me.sends) buffer("send", s.peer, s.box, ext).copy_(box_view(ext, me.ext, s.box));
     check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (const auto& r : me.recvs) {
-      at::Tensor b = buffer("recv", r.peer, r.box, ext);
-      recv_bufs.push_back(b);
-      check_nccl(ncclRecv(b.data_ptr(), static_cast<size_t>(b.numel()), nccl_type(b), r.peer, nccl_, stream.stream()),
+    for (const auto& r : recvs) {
+      TORCH_CHECK(r.buffer.is_cuda() && r.buffer.is_contiguous(), "NCCL exchange needs contiguous CUDA buffers");
+      check_nccl(ncclRecv(r.buffer.data_ptr(), static_cast<size_t>(r.buffer.numel()), nccl_type(r.buffer), r.peer, nccl_,
+                          stream.stream()),
                  "ncclRecv (halo)");
     }
-    for (const auto& s : me.sends) {
-      at::Tensor b = buffer("send", s.peer, s.box, ext);
-      check_nccl(ncclSend(b.data_ptr(), static_cast<size_t>(b.numel()), nccl_type(b), s.peer, nccl_, stream.stream()),
+    for (const auto& m : sends) {
+      TORCH_CHECK(m.buffer.is_cuda() && m.buffer.is_contiguous(), "NCCL exchange needs contiguous CUDA buffers");
+      check_nccl(ncclSend(m.buffer.data_ptr(), static_cast<size_t>(m.buffer.numel()), nccl_type(m.buffer), m.peer, nccl_,
+                          stream.stream()),
                  "ncclSend (halo)");
-      bytes_sent_ += b.numel() * b.element_size();
+      bytes_sent_ += m.buffer.numel() * m.buffer.element_size();
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
-    for (size_t i = 0; i < me.recvs.size(); ++i) box_view(ext, me.ext, me.recvs[i].box).copy_(recv_bufs[i]);
+    return std::make_unique<StreamOrdered>();
   }
 
  private:
-  // Device buffers preallocated on first use and reused, so captured graphs see fixed addresses.
-  at::Tensor buffer(const std::string& dir, int peer, const Box& b, const at::Tensor& like) {
-    std::string key = dir + std::to_string(peer) + ":" + to_string(b) + c10::toString(like.scalar_type());
-    auto it = buffers_.find(key);
-    if (it != buffers_.end()) return it->second;
-    return buffers_[key] = at::empty({b.rows(), b.cols()}, like.options());
-  }
+  // NCCL's grouped calls are ordered on the stream: nothing to wait for on the host.
+  struct StreamOrdered final : Pending {
+    void wait() override {}
+  };
   at::Device device_;
   int rank_ = 0, size_ = 1;
   ncclComm_t nccl_ = nullptr;
-  std::map<std::string, at::Tensor> buffers_;
 };
 }  // namespace
 

@@ -1,4 +1,4 @@
-#include "pnp/cli.hpp"
+#include "pnp/config/cli.hpp"
 
 #include "pnp/core.hpp"
 

@@ -1,6 +1,6 @@
 #include "pnp/config.hpp"
 
-#include "pnp/toml_schema.hpp"
+#include "pnp/config/toml_schema.hpp"
 
 namespace pnp {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "pnp/toml_schema.hpp"
+#include "pnp/config/toml_schema.hpp"
 
 #include <fstream>
 

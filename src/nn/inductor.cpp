@@ -61,14 +61,6 @@ std::string device_tag(at::Device d) {
   throw InputError("inductor backend: unsupported device " + d.str() + " in this build");
 }
 
-std::string cuda_version() {
-#ifdef PNP_HAVE_CUDA
-  return std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
-#else
-  return "none";
-#endif
-}
-
 std::string read_tail(const fs::path& p, size_t n = 3000) {
   std::ifstream f(p);
   std::stringstream ss;

@@ -83,4 +83,31 @@ at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, int6
   return out;
 }
 
+std::vector<int64_t> network_shape(const std::vector<int64_t>& s, int dim, int channels) {
+  const int r = static_cast<int>(s.size());
+  std::vector<int64_t> n;
+  if (r == dim) {
+    if (channels != 1)
+      throw InputError("input has no channel axis (shape " + nn::shape_string(s) + ") but --channels is " +
+                       std::to_string(channels));
+    n = {1, 1};
+  } else if (r == dim + 1) {
+    if (s[0] == channels) {
+      n = {1};
+    } else if (dim == 2 && channels == 1) {
+      return {s[0], 1, s[1], s[2]};
+    } else {
+      throw InputError("input shape " + nn::shape_string(s) + " has " + std::to_string(s[0]) +
+                       " leading entries; expected --channels " + std::to_string(channels));
+    }
+  } else if (r == dim + 2) {
+    return s;
+  } else {
+    throw InputError("input shape " + nn::shape_string(s) + " does not fit a " + std::to_string(dim) +
+                     "D denoiser (expected rank " + std::to_string(dim) + " to " + std::to_string(dim + 2) + ")");
+  }
+  n.insert(n.end(), s.begin(), s.end());
+  return n;
+}
+
 }  // namespace pnp::nn

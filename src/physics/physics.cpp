@@ -47,7 +47,7 @@ void Geometry::validate() const {
     if (!std::isfinite(a)) throw InputError("physics geometry: non-finite projection angle");
 }
 
-torch::Tensor Geometry::angles_tensor(torch::Device device) const {
+at::Tensor Geometry::angles_tensor(at::Device device) const {
   std::lock_guard<std::mutex> lock(cache_->mu);
   if (cache_->key != angles_deg) {
     cache_->by_device.clear();
@@ -56,7 +56,7 @@ torch::Tensor Geometry::angles_tensor(torch::Device device) const {
   const std::string key = device.str();
   auto it = cache_->by_device.find(key);
   if (it != cache_->by_device.end()) return it->second;
-  auto host = torch::from_blob(const_cast<double*>(angles_deg.data()), {n_angles()}, torch::kFloat64).clone();
+  auto host = at::from_blob(const_cast<double*>(angles_deg.data()), {n_angles()}, at::kDouble).clone();
   auto t = device.is_cpu() ? host : host.to(device);
   cache_->by_device.emplace(key, t);
   return t;
@@ -256,26 +256,26 @@ void check_geometry_box(const Geometry& g, const Box& box, const char* what) {
                 "x" + std::to_string(g.n) + " image");
 }
 
-std::string shape_str(const torch::Tensor& t) {
+std::string shape_str(const at::Tensor& t) {
   std::ostringstream os;
   os << t.sizes();
   return os.str();
 }
 
-void check_tile(const torch::Tensor& tile, const Box& box, const char* what) {
+void check_tile(const at::Tensor& tile, const Box& box, const char* what) {
   if (!tile.defined() || tile.dim() != 2 || tile.size(0) != box.rows() || tile.size(1) != box.cols())
     throw Error(std::string(what) + ": tile must be [" + std::to_string(box.rows()) + ", " +
                 std::to_string(box.cols()) + "] for box " + pnp::to_string(box) + ", got " +
                 (tile.defined() ? shape_str(tile) : std::string("undefined")));
-  if (tile.scalar_type() != torch::kFloat32 && tile.scalar_type() != torch::kFloat64)
+  if (tile.scalar_type() != at::kFloat && tile.scalar_type() != at::kDouble)
     throw Error(std::string(what) + ": tile must be float32 or float64");
 }
 
-void check_sino(const torch::Tensor& sino, const Geometry& g, const char* what) {
+void check_sino(const at::Tensor& sino, const Geometry& g, const char* what) {
   if (!sino.defined() || sino.dim() != 2 || sino.size(0) != g.n_angles() || sino.size(1) != g.n_det)
     throw Error(std::string(what) + ": sinogram must be [" + std::to_string(g.n_angles()) + ", " +
                 std::to_string(g.n_det) + "], got " + (sino.defined() ? shape_str(sino) : std::string("undefined")));
-  if (sino.scalar_type() != torch::kFloat32 && sino.scalar_type() != torch::kFloat64)
+  if (sino.scalar_type() != at::kFloat && sino.scalar_type() != at::kDouble)
     throw Error(std::string(what) + ": sinogram must be float32 or float64");
 }
 
@@ -299,37 +299,37 @@ adjoint_op() {
 
 }  // namespace
 
-torch::Tensor forward(const torch::Tensor& tile, const Geometry& g, const Box& box) {
+at::Tensor forward(const at::Tensor& tile, const Geometry& g, const Box& box) {
   check_geometry_box(g, box, "physics forward");
   check_tile(tile, box, "physics forward");
   return forward_op().call(tile, g.angles_tensor(tile.device()), g.n, g.n_det, box.r0, box.c0);
 }
 
-void forward_out(const torch::Tensor& tile, const Geometry& g, const Box& box, torch::Tensor& out) {
+void forward_out(const at::Tensor& tile, const Geometry& g, const Box& box, at::Tensor& out) {
   check_geometry_box(g, box, "physics forward_out");
   check_tile(tile, box, "physics forward_out");
   if (!out.defined() || out.dim() != 2 || out.size(0) != g.n_angles() || out.size(1) != g.n_det ||
       !out.is_contiguous() || out.scalar_type() != tile.scalar_type() || out.device() != tile.device())
     throw Error("physics forward_out: out must be a contiguous [" + std::to_string(g.n_angles()) + ", " +
                 std::to_string(g.n_det) + "] tensor with the tile's dtype and device");
-  const torch::Tensor t = row_major_view(tile) ? tile : tile.contiguous();
+  const at::Tensor t = row_major_view(tile) ? tile : tile.contiguous();
   forward_into(t, g.angles_tensor(tile.device()), g.n, g.n_det, box.r0, box.c0, out);
 }
 
-torch::Tensor adjoint(const torch::Tensor& sino, const Geometry& g, const Box& box) {
+at::Tensor adjoint(const at::Tensor& sino, const Geometry& g, const Box& box) {
   check_geometry_box(g, box, "physics adjoint");
   check_sino(sino, g, "physics adjoint");
   return adjoint_op().call(sino, g.angles_tensor(sino.device()), g.n, g.n_det, box.r0, box.r1, box.c0, box.c1);
 }
 
-void adjoint_out(const torch::Tensor& sino, const Geometry& g, const Box& box, torch::Tensor& out) {
+void adjoint_out(const at::Tensor& sino, const Geometry& g, const Box& box, at::Tensor& out) {
   check_geometry_box(g, box, "physics adjoint_out");
   check_sino(sino, g, "physics adjoint_out");
   if (!out.defined() || out.dim() != 2 || out.size(0) != box.rows() || out.size(1) != box.cols() ||
       !row_major_view(out) || out.scalar_type() != sino.scalar_type() || out.device() != sino.device())
     throw Error("physics adjoint_out: out must be a row-major [" + std::to_string(box.rows()) + ", " +
                 std::to_string(box.cols()) + "] view (stride(1) == 1) with the sinogram's dtype and device");
-  const torch::Tensor y = sino.is_contiguous() ? sino : sino.contiguous();
+  const at::Tensor y = sino.is_contiguous() ? sino : sino.contiguous();
   adjoint_into(y, g.angles_tensor(sino.device()), g.n, g.n_det, box.r0, box.c0, out);
 }
 

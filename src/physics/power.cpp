@@ -14,8 +14,8 @@ uint64_t splitmix64(uint64_t z) {
 }
 }  // namespace
 
-torch::Tensor power_start(const Box& box, int64_t n, uint64_t seed) {
-  auto x = torch::empty({std::max<int64_t>(box.rows(), 0), std::max<int64_t>(box.cols(), 0)}, torch::kFloat64);
+at::Tensor power_start(const Box& box, int64_t n, uint64_t seed) {
+  auto x = at::empty({std::max<int64_t>(box.rows(), 0), std::max<int64_t>(box.cols(), 0)}, at::kDouble);
   auto* p = x.data_ptr<double>();
   const uint64_t key = splitmix64(seed ^ 0x5DEECE66Dull);
   for (int64_t r = 0; r < box.rows(); ++r)
@@ -28,34 +28,34 @@ torch::Tensor power_start(const Box& box, int64_t n, uint64_t seed) {
 }
 
 PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
-                                   const std::function<void(torch::Tensor&)>& allreduce_sum,
-                                   const PowerOptions& opt, torch::Device device, torch::ScalarType dtype) {
+                                   const std::function<void(at::Tensor&)>& allreduce_sum,
+                                   const PowerOptions& opt, at::Device device, at::ScalarType dtype) {
   g.validate();
   if (opt.max_iterations < 1) throw InputError("operator_norm: max_iterations must be >= 1");
   if (!(opt.tol >= 0)) throw InputError("operator_norm: tol must be >= 0");
-  if (dtype != torch::kFloat32 && dtype != torch::kFloat64) throw Error("operator_norm: dtype must be float32 or float64");
-  const auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  if (dtype != at::kFloat && dtype != at::kDouble) throw Error("operator_norm: dtype must be float32 or float64");
+  const auto opts = at::TensorOptions().dtype(dtype).device(device);
   const int64_t K = g.n_angles();
   // Global sums of a few scalars ride in a [K, n_det] buffer through the same allreduce.
   auto reduce2 = [&](double a, double b) {
-    auto host = torch::zeros({K, g.n_det}, torch::TensorOptions().dtype(torch::kFloat64));
+    auto host = at::zeros({K, g.n_det}, at::TensorOptions().dtype(at::kDouble));
     host.view({-1})[0] = a;
     if (K * g.n_det > 1) host.view({-1})[1] = b;
     auto buf = host.to(opts);
     allreduce_sum(buf);
-    auto back = buf.to(torch::kCPU, torch::kFloat64).view({-1});
+    auto back = buf.to(at::kCPU, at::kDouble).view({-1});
     return std::pair<double, double>{back[0].item<double>(), K * g.n_det > 1 ? back[1].item<double>() : 0.0};
   };
 
-  torch::Tensor x = power_start(box, g.n, opt.seed).to(opts);
+  at::Tensor x = power_start(box, g.n, opt.seed).to(opts);
   {
-    const double local = box.empty() ? 0.0 : x.to(torch::kFloat64).square().sum().item<double>();
+    const double local = box.empty() ? 0.0 : x.to(at::kDouble).square().sum().item<double>();
     const double total = reduce2(local, 0.0).first;
     if (!(total > 0)) throw Error("operator_norm: zero start vector (empty image?)");
     x.div_(std::sqrt(total));
   }
-  torch::Tensor p = torch::empty({K, g.n_det}, opts);
-  torch::Tensor z = torch::empty({box.rows(), box.cols()}, opts);
+  at::Tensor p = at::empty({K, g.n_det}, opts);
+  at::Tensor z = at::empty({box.rows(), box.cols()}, opts);
   PowerResult res;
   double prev = 0.0;
   for (int it = 1; it <= opt.max_iterations; ++it) {
@@ -65,10 +65,10 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
     else
       forward_out(x, g, box, p);
     allreduce_sum(p);  // p = A x (global), ||x|| = 1
-    const double lambda = p.to(torch::kFloat64).square().sum().item<double>();  // x^T A^T A x
+    const double lambda = p.to(at::kDouble).square().sum().item<double>();  // x^T A^T A x
     res.norm = lambda;
     if (!box.empty()) adjoint_out(p, g, box, z);
-    const double local_z = box.empty() ? 0.0 : z.to(torch::kFloat64).square().sum().item<double>();
+    const double local_z = box.empty() ? 0.0 : z.to(at::kDouble).square().sum().item<double>();
     const double conv_local = (it > 1 && std::fabs(lambda - prev) <= opt.tol * lambda) ? 1.0 : 0.0;
     const auto [zz, conv] = reduce2(local_z, conv_local);
     if (conv > 0.5) {  // any rank converged -> all stop together (the flag sum is exact)
@@ -82,8 +82,8 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
   return res;
 }
 
-double operator_norm(const Geometry& g, const Box& box, const std::function<void(torch::Tensor&)>& allreduce_sum,
-                     const PowerOptions& opt, torch::Device device, torch::ScalarType dtype) {
+double operator_norm(const Geometry& g, const Box& box, const std::function<void(at::Tensor&)>& allreduce_sum,
+                     const PowerOptions& opt, at::Device device, at::ScalarType dtype) {
   return operator_norm_detailed(g, box, allreduce_sum, opt, device, dtype).norm;
 }
 

@@ -68,8 +68,10 @@ class PerShape final : public nn::Executor {
   std::string name() const override { return name_; }
   int64_t alignment() const override { return alignment_; }
   int64_t receptive_radius() const override { return radius_; }
-  double compile_seconds() const { return compile_seconds_; }
-  const std::map<std::vector<int64_t>, std::unique_ptr<Compiled>>& compiled() const { return compiled_; }
+  double compile_seconds() const override { return compile_seconds_; }
+  std::vector<std::string> report() const override { return report_(compiled_); }
+  using Report = std::function<std::vector<std::string>(const std::map<std::vector<int64_t>, std::unique_ptr<Compiled>>&)>;
+  void set_report(Report r) { report_ = std::move(r); }
 
  private:
   std::string name_;
@@ -77,6 +79,7 @@ class PerShape final : public nn::Executor {
   Factory make_;
   std::map<std::vector<int64_t>, std::unique_ptr<Compiled>> compiled_;
   double compile_seconds_ = 0;
+  Report report_ = [](const auto&) { return std::vector<std::string>{}; };
 };
 }  // namespace
 
@@ -104,17 +107,15 @@ Denoiser make_denoiser(const Config& cfg, at::Device device) {
         "inductor", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
           return nn::make_inductor(g, w, device, dtype, shape, opt);
         });
-    auto* raw = ex.get();
-    d.compile_seconds = [raw] { return raw->compile_seconds(); };
-    d.fusions = [raw, mode = opt.mode] {
+    ex->set_report([mode = opt.mode](const auto& compiled) {
       std::vector<std::string> o;
-      for (const auto& [shape, ex] : raw->compiled()) {
-        o.push_back(std::string(ex->compiled_here() ? "inductor compiled " : "inductor cache hit ") +
-                    nn::shape_string(shape) + " (" + mode + "): " + ex->package_path());
-        for (const auto& n : ex->notes()) o.push_back(n);
+      for (const auto& [shape, e] : compiled) {
+        o.push_back(std::string(e->compiled_here() ? "inductor compiled " : "inductor cache hit ") +
+                    nn::shape_string(shape) + " (" + mode + "): " + e->package_path());
+        for (const auto& n : e->notes()) o.push_back(n);
       }
       return o;
-    };
+    });
     d.executor = std::move(ex);
   } else {
     nn::NativeOptions opt;
@@ -125,12 +126,9 @@ Denoiser make_denoiser(const Config& cfg, at::Device device) {
         "native", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
           return nn::make_native(g, w, device, dtype, shape, opt);
         });
-    auto* raw = ex.get();
-    d.compile_seconds = [raw] { return raw->compile_seconds(); };
-    d.fusions = [raw] {
-      const auto& c = raw->compiled();
-      return c.empty() ? std::vector<std::string>{} : c.begin()->second->fusions();
-    };
+    ex->set_report([](const auto& compiled) {
+      return compiled.empty() ? std::vector<std::string>{} : compiled.begin()->second->fusions();
+    });
     d.executor = std::move(ex);
   }
   d.setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

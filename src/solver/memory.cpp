@@ -1,5 +1,6 @@
 // Device memory estimate of one rank and the patch size for denoiser.memory_limit_gb
 // (include/pnp/solver.hpp, plan_memory).
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
@@ -83,6 +84,19 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, in
                    std::to_string(smallest) + " px = 2 x overlap " + std::to_string(ov) + " + alignment " +
                    std::to_string(align) + ") still needs " + human_bytes(least.total()) +
                    ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
+}
+
+std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg) {
+  const int64_t n = cfg.problem.size;
+  return {cfg.problem.angles,
+          cfg.problem.detector ? cfg.problem.detector : static_cast<int64_t>(std::ceil(std::sqrt(2.0) * double(n)))};
+}
+
+std::vector<MemoryPlan> memory_plans(const Config& cfg, const Decomposition& d, const nn::Graph& g) {
+  const auto [k, det] = sinogram_dims(cfg);
+  std::vector<MemoryPlan> plans;
+  for (const auto& t : d.tiles) plans.push_back(plan_memory(cfg, g, t.ext, k, det));
+  return plans;
 }
 
 }  // namespace pnp

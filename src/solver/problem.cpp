@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "pnp/phantom.hpp"
+#include "pnp/synthetic.hpp"
 #include "pnp/solver.hpp"
 
 namespace pnp {

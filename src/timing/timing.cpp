@@ -9,10 +9,6 @@
 #include <set>
 #include <stdexcept>
 
-#ifdef PNP_HAVE_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#include <cuda_runtime_api.h>
-#endif
 
 namespace pnp {
 
@@ -88,42 +84,6 @@ void PhaseTimer::finish() {
     walls_[i] = std::chrono::duration<double>(it_end_[i].host - it_begin_[i].host).count();
   }
   sample_peak();
-}
-
-c10::Device concrete_device(c10::Device d) {
-  if (d.is_cuda() && !d.has_index()) return c10::impl::getDeviceGuardImpl(d.type())->getDevice();
-  return d;
-}
-
-int64_t device_peak_bytes(c10::Device d) {
-#ifdef PNP_HAVE_CUDA
-  d = concrete_device(d);
-  if (d.is_cuda()) {
-    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-  }
-#endif
-  (void)d;
-  return 0;
-}
-
-void reset_device_peak(c10::Device d) {
-#ifdef PNP_HAVE_CUDA
-  d = concrete_device(d);
-  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
-#endif
-  (void)d;
-}
-
-std::string device_name(c10::Device d) {
-#ifdef PNP_HAVE_CUDA
-  d = concrete_device(d);
-  if (d.is_cuda()) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d.index()) == cudaSuccess) return prop.name;
-  }
-#endif
-  return d.is_cuda() ? "cuda" : "cpu";
 }
 
 CallTimer::CallTimer(c10::Device device) : device_(concrete_device(device)) {}

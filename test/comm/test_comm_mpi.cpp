@@ -1,7 +1,10 @@
 // Runs under mpiexec with several rank counts (see CMakeLists.txt).
 #include "pnp_test.hpp"
 
+#include <limits>
+
 #include "pnp/comm.hpp"
+#include "pnp/halo.hpp"
 
 using namespace pnp;
 
@@ -40,8 +43,14 @@ TEST_CASE("halo exchange fills every ghost pixel with its owner's value, slabs a
       at::Tensor ext = at::full({me.ext.rows(), me.ext.cols()}, std::nanf(""), at::kFloat);
       ext.narrow(0, me.own.r0 - me.ext.r0, me.own.rows()).narrow(1, me.own.c0 - me.ext.c0, me.own.cols())
           .copy_(pattern(me.own, n));
-      comm->halo_exchange(ext, d);
+      HaloPlan plan(*comm, d, ext.options());
+      plan.exchange(ext);
       CHECK(at::equal(ext, pattern(me.ext, n)));
+      // The plan's own count of what it sends: the boxes others need from this rank.
+      int64_t sent = 0;
+      for (const auto& t : me.sends) sent += t.box.size() * 4;
+      CHECK(plan.bytes_sent() == sent);
+      CHECK(plan.messages_sent() == static_cast<int>(me.sends.size()));
     }
 }
 
@@ -69,4 +78,26 @@ TEST_CASE("collectively: a failure on one rank reaches every rank with its messa
   }
   CHECK(threw);
   CHECK_NOTHROW(collectively(MPI_COMM_WORLD, [] {}));
+}
+
+TEST_CASE("transfers above the MPI count limit are split into chunks, with the same results") {
+  // The int-count boundary, tested with a small limit instead of a huge image: every transfer
+  // below is several chunks of at most 7 elements.
+  set_mpi_max_count(7);
+  const int s = world_size(), r = world_rank();
+  auto comm = make_communicator("mpi", MPI_COMM_WORLD, at::kCPU, 1, 0);
+  at::Tensor t = at::arange(53, at::kDouble) * double(r + 1);
+  comm->allreduce_sum(t);
+  CHECK(at::allclose(t, at::arange(53, at::kDouble) * (s * (s + 1) / 2.0)));
+  const int64_t n = 31;
+  auto d = plan_decomposition(n, s, "slabs", {0, 0}, 4, 1);
+  const TilePlan& me = d.tile(r);
+  at::Tensor ext = at::full({me.ext.rows(), me.ext.cols()}, std::nanf(""), at::kFloat);
+  ext.narrow(0, me.own.r0 - me.ext.r0, me.own.rows()).copy_(pattern(me.own, n));
+  HaloPlan plan(*comm, d, ext.options());
+  plan.exchange(ext);
+  CHECK(at::equal(ext, pattern(me.ext, n)));
+  at::Tensor img = comm->gather_tiles(pattern(me.own, n), d);
+  if (r == 0) CHECK(at::equal(img, pattern(Box{0, n, 0, n}, n)));
+  set_mpi_max_count(std::numeric_limits<int>::max());
 }

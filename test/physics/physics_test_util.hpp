@@ -3,27 +3,27 @@
 
 #include <pnp/physics.hpp>
 
-#include <torch/torch.h>
+#include <ATen/ATen.h>
 
 #include <cmath>
 #include <vector>
 
 namespace pnp::physics::test {
 
-inline double dot64(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kCPU, torch::kFloat64) * b.to(torch::kCPU, torch::kFloat64)).sum().item<double>();
+inline double dot64(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kCPU, at::kDouble) * b.to(at::kCPU, at::kDouble)).sum().item<double>();
 }
-inline double norm64(const torch::Tensor& a) { return a.to(torch::kCPU, torch::kFloat64).norm().item<double>(); }
-inline double rel_err(const torch::Tensor& a, const torch::Tensor& ref) {
-  return norm64(a.to(torch::kCPU, torch::kFloat64) - ref.to(torch::kCPU, torch::kFloat64)) / std::max(norm64(ref), 1e-300);
+inline double norm64(const at::Tensor& a) { return a.to(at::kCPU, at::kDouble).norm().item<double>(); }
+inline double rel_err(const at::Tensor& a, const at::Tensor& ref) {
+  return norm64(a.to(at::kCPU, at::kDouble) - ref.to(at::kCPU, at::kDouble)) / std::max(norm64(ref), 1e-300);
 }
-inline double max_rel(const torch::Tensor& a, const torch::Tensor& ref) {
-  auto A = a.to(torch::kCPU, torch::kFloat64), R = ref.to(torch::kCPU, torch::kFloat64);
+inline double max_rel(const at::Tensor& a, const at::Tensor& ref) {
+  auto A = a.to(at::kCPU, at::kDouble), R = ref.to(at::kCPU, at::kDouble);
   return (A - R).abs().max().item<double>() / std::max(R.abs().max().item<double>(), 1e-300);
 }
 
 // |<Ax, y> - <x, A^T y>| / (|Ax| |y|) over the box.
-inline double adjointness(const torch::Tensor& x, const torch::Tensor& y, const Geometry& g, const Box& box) {
+inline double adjointness(const at::Tensor& x, const at::Tensor& y, const Geometry& g, const Box& box) {
   auto Ax = forward(x, g, box);
   auto Aty = adjoint(y, g, box);
   return std::fabs(dot64(Ax, y) - dot64(x, Aty)) / (norm64(Ax) * norm64(y));
@@ -46,7 +46,7 @@ inline std::vector<Box> grid_boxes(int64_t n, int pr, int pc) {
   return boxes;
 }
 
-inline torch::Tensor slice_box(const torch::Tensor& img, const Box& b) {
+inline at::Tensor slice_box(const at::Tensor& img, const Box& b) {
   return img.slice(0, b.r0, b.r1).slice(1, b.c0, b.c1);
 }
 

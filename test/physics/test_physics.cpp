@@ -1,7 +1,9 @@
 // Physics: Joseph projector, exact adjoint, tiles, FBP, power method, custom ops.
 #include "physics_test_util.hpp"
 
-#include <pnp/phantom.hpp>
+#include <ATen/core/stack.h>
+
+#include <pnp/synthetic.hpp>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include "pnp_test.hpp"
@@ -16,13 +18,13 @@ using namespace pnp::physics::test;
 using pnp::Box;
 
 namespace {
-const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+const auto f64 = at::TensorOptions().dtype(at::kDouble);
+const auto f32 = at::TensorOptions().dtype(at::kFloat);
 
 // Supersampled (ss x ss) indicator of an ellipse with semi-axes A (along its x) and B,
 // rotated by phi (degrees), centred at (xc, yc) in pixel units (image centre = origin).
-torch::Tensor ellipse_image(int64_t n, double A, double B, double phi, double xc, double yc, int ss = 8) {
-  auto img = torch::zeros({n, n}, f64);
+at::Tensor ellipse_image(int64_t n, double A, double B, double phi, double xc, double yc, int ss = 8) {
+  auto img = at::zeros({n, n}, f64);
   auto* p = img.data_ptr<double>();
   const double cp = std::cos(phi * std::numbers::pi / 180), sp = std::sin(phi * std::numbers::pi / 180);
   const double hn = 0.5 * static_cast<double>(n - 1);
@@ -68,30 +70,30 @@ double ellipse_projection_error(const Geometry& g, double A, double B, double ph
   return worst;
 }
 
-double psnr(const torch::Tensor& rec, const torch::Tensor& ref) {
-  const double mse = (rec.to(torch::kFloat64) - ref.to(torch::kFloat64)).square().mean().item<double>();
+double psnr(const at::Tensor& rec, const at::Tensor& ref) {
+  const double mse = (rec.to(at::kDouble) - ref.to(at::kDouble)).square().mean().item<double>();
   const double range = ref.max().item<double>() - ref.min().item<double>();
   return 10.0 * std::log10(range * range / mse);
 }
 
-torch::Tensor phantom(int64_t n) {
+at::Tensor phantom(int64_t n) {
   auto v = pnp::shepp_logan(n);
-  return torch::from_blob(v.data(), {n, n}, torch::kFloat32).to(torch::kFloat64).clone();
+  return at::from_blob(v.data(), {n, n}, at::kFloat).to(at::kDouble).clone();
 }
 
 // Runs operator_norm on every box concurrently (one thread per box) with an in-process
 // allreduce: the sum over boxes, in box order, so every "rank" sees the same result.
 std::vector<double> distributed_norms(const Geometry& g, const std::vector<Box>& boxes, const PowerOptions& po,
-                                      torch::Device dev, torch::ScalarType dt) {
+                                      at::Device dev, at::ScalarType dt) {
   const size_t R = boxes.size();
-  std::vector<torch::Tensor*> slot(R);
-  std::vector<torch::Tensor> result(R);
+  std::vector<at::Tensor*> slot(R);
+  std::vector<at::Tensor> result(R);
   std::barrier sync(static_cast<std::ptrdiff_t>(R));
   std::vector<double> norms(R);
   std::vector<std::thread> th;
   for (size_t r = 0; r < R; ++r)
     th.emplace_back([&, r] {
-      auto allreduce = [&](torch::Tensor& t) {
+      auto allreduce = [&](at::Tensor& t) {
         slot[r] = &t;
         sync.arrive_and_wait();
         auto sum = slot[0]->clone();
@@ -114,12 +116,12 @@ TEST_CASE("geometry: standard defaults and validation") {
   CHECK(Geometry::standard(4096, 100).n_det == 5793);
   CHECK(Geometry::standard(10, 4, 7).n_det == 7);
   CHECK_THROWS_AS(Geometry::standard(0, 4), pnp::InputError);
-  auto a = g.angles_tensor(torch::kCPU);
-  CHECK((a.scalar_type() == torch::kFloat64));
+  auto a = g.angles_tensor(at::kCPU);
+  CHECK((a.scalar_type() == at::kDouble));
   CHECK(a.size(0) == 180);
-  CHECK(a.data_ptr<double>() == g.angles_tensor(torch::kCPU).data_ptr<double>());  // cached
+  CHECK(a.data_ptr<double>() == g.angles_tensor(at::kCPU).data_ptr<double>());  // cached
   g.angles_deg[1] = 7.5;  // the cache follows a change of the angles
-  CHECK(g.angles_tensor(torch::kCPU)[1].item<double>() == 7.5);
+  CHECK(g.angles_tensor(at::kCPU)[1].item<double>() == 7.5);
   double c, s;
   cos_sin_deg(45.0, c, s);
   CHECK(c == s);
@@ -134,7 +136,7 @@ TEST_CASE("forward: every matrix entry equals the closed form max(0, a - |t_d - 
   for (int64_t n_det : {9, 10}) {
     const int64_t n = 6;
     auto g = make_geometry(n, n_det, {0, 30, 45, 60, 90, 120, 135, 170.3, 200, 271, -45});
-    auto e = torch::zeros({n, n}, f64);
+    auto e = at::zeros({n, n}, f64);
     double worst = 0;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j) {
@@ -157,7 +159,7 @@ TEST_CASE("forward: every matrix entry equals the closed form max(0, a - |t_d - 
 }
 
 TEST_CASE("adjointness in float64 on the CPU over many sizes and angles (< 1e-12)") {
-  torch::manual_seed(1);
+  at::manual_seed(1);
   struct Case {
     int64_t n, K, n_det;
   };
@@ -170,8 +172,8 @@ TEST_CASE("adjointness in float64 on the CPU over many sizes and angles (< 1e-12
       g.angles_deg.push_back(a);
     for (const Box& box : {g.full_box(), Box{0, cs.n, cs.n / 3, cs.n}, Box{cs.n / 4, (3 * cs.n + 3) / 4, 0, (cs.n + 1) / 2}}) {
       if (box.empty()) continue;
-      auto x = torch::rand({box.rows(), box.cols()}, f64) - 0.5;
-      auto y = torch::rand({g.n_angles(), g.n_det}, f64) - 0.5;
+      auto x = at::rand({box.rows(), box.cols()}, f64) - 0.5;
+      auto y = at::rand({g.n_angles(), g.n_det}, f64) - 0.5;
       const double e = adjointness(x, y, g, box);
       INFO("n=" << cs.n << " K=" << g.n_angles() << " n_det=" << g.n_det << " box=" << pnp::to_string(box));
       CHECK(e < 1e-12);
@@ -179,10 +181,10 @@ TEST_CASE("adjointness in float64 on the CPU over many sizes and angles (< 1e-12
   }
   // float32 CPU: the same operator to float rounding
   auto g = Geometry::standard(40, 11);
-  auto x = torch::rand({40, 40}, f32), y = torch::rand({11, g.n_det}, f32);
+  auto x = at::rand({40, 40}, f32), y = at::rand({11, g.n_det}, f32);
   CHECK(adjointness(x, y, g, g.full_box()) < 1e-6);
-  CHECK(rel_err(forward(x, g, g.full_box()), forward(x.to(torch::kFloat64), g, g.full_box())) < 1e-6);
-  CHECK(rel_err(adjoint(y, g, g.full_box()), adjoint(y.to(torch::kFloat64), g, g.full_box())) < 1e-6);
+  CHECK(rel_err(forward(x, g, g.full_box()), forward(x.to(at::kDouble), g, g.full_box())) < 1e-6);
+  CHECK(rel_err(adjoint(y, g, g.full_box()), adjoint(y.to(at::kDouble), g, g.full_box())) < 1e-6);
 }
 
 TEST_CASE("analytic line integrals of a disc and an ellipse (within 1% in the interior)") {
@@ -194,17 +196,17 @@ TEST_CASE("analytic line integrals of a disc and an ellipse (within 1% in the in
   CHECK(disc < 0.01);
   CHECK(ell < 0.01);
   // a uniform image: the mass of every projection is the image's mass (to O(1/n))
-  auto one = torch::ones({256, 256}, f64);
+  auto one = at::ones({256, 256}, f64);
   auto mass = forward(one, g, g.full_box()).sum(1);
   CHECK(((mass / (256.0 * 256.0) - 1.0).abs().max().item<double>() < 0.01));
 }
 
 TEST_CASE("tiles: partial projections of slabs and grids sum to the full projection; adjoint restricts exactly") {
-  torch::manual_seed(2);
+  at::manual_seed(2);
   for (int64_t n : {37, 24}) {
     auto g = make_geometry(n, n + 18, {0, 45, 90, 135, 13.7, 77, 101.2, 160, 33.3, 180, 270});
-    auto x = torch::rand({n, n}, f64) - 0.3;
-    auto y = torch::rand({g.n_angles(), g.n_det}, f64);
+    auto x = at::rand({n, n}, f64) - 0.3;
+    auto y = at::rand({g.n_angles(), g.n_det}, f64);
     auto full = forward(x, g, g.full_box());
     auto fullT = adjoint(y, g, g.full_box());
     std::vector<std::vector<Box>> partitions;
@@ -213,14 +215,14 @@ TEST_CASE("tiles: partial projections of slabs and grids sum to the full project
     partitions.push_back(grid_boxes(n, 3, 2));
     partitions.push_back(grid_boxes(n, 2, 3));
     for (const auto& boxes : partitions) {
-      auto sum = torch::zeros_like(full);
-      auto sum32 = torch::zeros_like(full);
+      auto sum = at::zeros_like(full);
+      auto sum32 = at::zeros_like(full);
       for (const Box& b : boxes) {
         sum += forward(slice_box(x, b), g, b);
-        sum32 += forward(slice_box(x, b).to(torch::kFloat32), g, b).to(torch::kFloat64);
+        sum32 += forward(slice_box(x, b).to(at::kFloat), g, b).to(at::kDouble);
         auto part = adjoint(y, g, b);
         CHECK(max_rel(part, slice_box(fullT, b)) < 1e-14);
-        auto part32 = adjoint(y.to(torch::kFloat32), g, b);
+        auto part32 = adjoint(y.to(at::kFloat), g, b);
         CHECK(max_rel(part32, slice_box(fullT, b)) < 1e-6);
       }
       INFO("n=" << n << " boxes=" << boxes.size());
@@ -231,37 +233,37 @@ TEST_CASE("tiles: partial projections of slabs and grids sum to the full project
 }
 
 TEST_CASE("strided views and _out variants: poisoned outputs are fully written, nothing else is touched") {
-  torch::manual_seed(3);
+  at::manual_seed(3);
   const int64_t n = 29;
   auto g = Geometry::standard(n, 14);
-  for (auto dt : {torch::kFloat64, torch::kFloat32}) {
+  for (auto dt : {at::kDouble, at::kFloat}) {
     const Box b{5, 21, 3, 26};
-    auto parent = torch::rand({n + 4, n + 9}, torch::TensorOptions().dtype(dt));
+    auto parent = at::rand({n + 4, n + 9}, at::TensorOptions().dtype(dt));
     auto view = parent.slice(0, 2, 2 + b.rows()).slice(1, 4, 4 + b.cols());
     REQUIRE(view.stride(0) == n + 9);
     REQUIRE(!view.is_contiguous());
     auto ref = forward(view.contiguous(), g, b);
-    auto out = torch::full({g.n_angles(), g.n_det}, NAN, torch::TensorOptions().dtype(dt));
+    auto out = at::full({g.n_angles(), g.n_det}, NAN, at::TensorOptions().dtype(dt));
     forward_out(view, g, b, out);
-    CHECK(torch::isfinite(out).all().item<bool>());
+    CHECK(at::isfinite(out).all().item<bool>());
     CHECK(max_rel(out, ref) == 0.0);
     CHECK(max_rel(forward(view, g, b), ref) == 0.0);
 
-    auto y = torch::rand({g.n_angles(), g.n_det}, torch::TensorOptions().dtype(dt));
-    auto big = torch::full({n + 4, n + 9}, NAN, torch::TensorOptions().dtype(dt));
+    auto y = at::rand({g.n_angles(), g.n_det}, at::TensorOptions().dtype(dt));
+    auto big = at::full({n + 4, n + 9}, NAN, at::TensorOptions().dtype(dt));
     auto oview = big.slice(0, 1, 1 + b.rows()).slice(1, 2, 2 + b.cols());
     adjoint_out(y, g, b, oview);
-    CHECK(torch::isfinite(oview).all().item<bool>());
+    CHECK(at::isfinite(oview).all().item<bool>());
     CHECK(max_rel(oview, adjoint(y, g, b)) == 0.0);
-    CHECK(torch::isnan(big).sum().item<int64_t>() == big.numel() - b.size());  // outside untouched
+    CHECK(at::isnan(big).sum().item<int64_t>() == big.numel() - b.size());  // outside untouched
   }
   // wrong shapes are pnp::Errors
-  auto x = torch::rand({4, 5}, f64);
+  auto x = at::rand({4, 5}, f64);
   CHECK_THROWS_AS(forward(x, g, Box{0, 5, 0, 5}), pnp::Error);
-  CHECK_THROWS_AS(forward(torch::rand({4, 5}, f64), g, Box{0, 4, 26, 31}), pnp::Error);
-  auto bad = torch::empty({3, 3}, f64);
+  CHECK_THROWS_AS(forward(at::rand({4, 5}, f64), g, Box{0, 4, 26, 31}), pnp::Error);
+  auto bad = at::empty({3, 3}, f64);
   CHECK_THROWS_AS(adjoint(bad, g, g.full_box()), pnp::Error);
-  auto wrong = torch::empty({g.n_angles(), g.n_det}, f32);
+  auto wrong = at::empty({g.n_angles(), g.n_det}, f32);
   CHECK_THROWS_AS(forward_out(x, g, Box{0, 4, 0, 5}, wrong), pnp::Error);
 }
 
@@ -280,7 +282,7 @@ TEST_CASE("FBP of the 256^2 Shepp-Logan with 180 angles reaches PSNR >= 25 dB") 
   // FBP is tile-aware too, and float32 agrees
   const Box b{40, 130, 100, 256};
   CHECK(max_rel(fbp(sino, g, b), slice_box(fbp(sino, g, g.full_box()), b)) < 1e-12);
-  CHECK(psnr(fbp(sino.to(torch::kFloat32), g, g.full_box()), ref) >= 25.0);
+  CHECK(psnr(fbp(sino.to(at::kFloat), g, g.full_box()), ref) >= 25.0);
   CHECK(parse_fbp_filter("shepp-logan") == FbpFilter::shepp_logan);
   CHECK_THROWS_AS(parse_fbp_filter("hann"), pnp::InputError);
   // the ramp response: zero-frequency value ~0 and |H| rising to ~1 at Nyquist
@@ -293,32 +295,32 @@ TEST_CASE("power method against a dense float64 reference on a tiny problem") {
   const int64_t n = 6;
   auto g = Geometry::standard(n, 5);
   const int64_t M = g.n_angles() * g.n_det;
-  auto A = torch::zeros({M, n * n}, f64);
-  auto e = torch::zeros({n, n}, f64);
+  auto A = at::zeros({M, n * n}, f64);
+  auto e = at::zeros({n, n}, f64);
   for (int64_t p = 0; p < n * n; ++p) {
     e.zero_();
     e.view({-1})[p] = 1.0;
     A.select(1, p).copy_(forward(e, g, g.full_box()).view({-1}));
   }
-  const double ref = torch::linalg_eigvalsh(A.t().mm(A)).max().item<double>();
+  const double ref = at::linalg_eigvalsh(A.t().mm(A)).max().item<double>();
   PowerOptions po;
   po.tol = 1e-13;
   po.max_iterations = 5000;
-  auto identity = [](torch::Tensor&) {};
-  const PowerResult r = operator_norm_detailed(g, g.full_box(), identity, po, torch::kCPU, torch::kFloat64);
+  auto identity = [](at::Tensor&) {};
+  const PowerResult r = operator_norm_detailed(g, g.full_box(), identity, po, at::kCPU, at::kDouble);
   MESSAGE("dense " << ref << " power " << r.norm << " after " << r.iterations << " iterations");
   CHECK(r.converged);
   CHECK(std::fabs(r.norm - ref) / ref < 1e-9);
   po.tol = 1e-7;
-  const double n32 = operator_norm(g, g.full_box(), identity, po, torch::kCPU, torch::kFloat32);
+  const double n32 = operator_norm(g, g.full_box(), identity, po, at::kCPU, at::kFloat);
   CHECK(std::fabs(n32 - ref) / ref < 1e-4);
   // deterministic for a seed; the start vector depends only on the global pixel index
-  CHECK(operator_norm(g, g.full_box(), identity, po, torch::kCPU, torch::kFloat64) ==
-        operator_norm(g, g.full_box(), identity, po, torch::kCPU, torch::kFloat64));
+  CHECK(operator_norm(g, g.full_box(), identity, po, at::kCPU, at::kDouble) ==
+        operator_norm(g, g.full_box(), identity, po, at::kCPU, at::kDouble));
   auto s_full = power_start(g.full_box(), n, 7);
   auto s_box = power_start(Box{2, 5, 1, 4}, n, 7);
-  CHECK(torch::equal(s_box, slice_box(s_full, Box{2, 5, 1, 4})));
-  CHECK(!torch::equal(s_full, power_start(g.full_box(), n, 8)));
+  CHECK(at::equal(s_box, slice_box(s_full, Box{2, 5, 1, 4})));
+  CHECK(!at::equal(s_full, power_start(g.full_box(), n, 8)));
 }
 
 TEST_CASE("operator norm does not depend on the decomposition") {
@@ -327,9 +329,9 @@ TEST_CASE("operator norm does not depend on the decomposition") {
   po.tol = 1e-11;
   po.max_iterations = 400;
   po.seed = 42;
-  const double one = operator_norm(g, g.full_box(), [](torch::Tensor&) {}, po, torch::kCPU, torch::kFloat64);
+  const double one = operator_norm(g, g.full_box(), [](at::Tensor&) {}, po, at::kCPU, at::kDouble);
   for (const auto& boxes : {grid_boxes(48, 3, 1), grid_boxes(48, 2, 2), grid_boxes(48, 3, 2)}) {
-    auto norms = distributed_norms(g, boxes, po, torch::kCPU, torch::kFloat64);
+    auto norms = distributed_norms(g, boxes, po, at::kCPU, at::kDouble);
     for (double v : norms) CHECK(std::fabs(v - one) / one < 1e-9);
   }
   // the step of the study: 0.99 / ||A^T A||; ||A^T A|| is of the order of K * n for this geometry
@@ -338,7 +340,7 @@ TEST_CASE("operator norm does not depend on the decomposition") {
 }
 
 TEST_CASE("custom ops: callable through the dispatcher, Meta kernels give the shapes") {
-  torch::manual_seed(4);
+  at::manual_seed(4);
   auto g = Geometry::standard(21, 9);
   const Box b{3, 17, 2, 20};
   auto fwd = c10::Dispatcher::singleton()
@@ -348,43 +350,43 @@ TEST_CASE("custom ops: callable through the dispatcher, Meta kernels give the sh
                  .findSchemaOrThrow("pnp::radon_adjoint", "")
                  .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t,
                                    int64_t)>();
-  auto x = torch::rand({b.rows(), b.cols()}, f64);
-  auto y = torch::rand({g.n_angles(), g.n_det}, f64);
-  auto angles = g.angles_tensor(torch::kCPU);
-  CHECK(torch::equal(fwd.call(x, angles, g.n, g.n_det, b.r0, b.c0), forward(x, g, b)));
-  CHECK(torch::equal(adj.call(y, angles, g.n, g.n_det, b.r0, b.r1, b.c0, b.c1), adjoint(y, g, b)));
+  auto x = at::rand({b.rows(), b.cols()}, f64);
+  auto y = at::rand({g.n_angles(), g.n_det}, f64);
+  auto angles = g.angles_tensor(at::kCPU);
+  CHECK(at::equal(fwd.call(x, angles, g.n, g.n_det, b.r0, b.c0), forward(x, g, b)));
+  CHECK(at::equal(adj.call(y, angles, g.n, g.n_det, b.r0, b.r1, b.c0, b.c1), adjoint(y, g, b)));
   // float32 angles on the op are accepted (converted)
-  CHECK(max_rel(fwd.call(x, angles.to(torch::kFloat32), g.n, g.n_det, b.r0, b.c0), forward(x, g, b)) < 1e-6);
+  CHECK(max_rel(fwd.call(x, angles.to(at::kFloat), g.n, g.n_det, b.r0, b.c0), forward(x, g, b)) < 1e-6);
   // boxed call (what an exported graph's interpreter does)
   const auto& handle = c10::Dispatcher::singleton().findSchemaOrThrow("pnp::radon_forward", "");
   torch::jit::Stack stack{x, angles, g.n, g.n_det, b.r0, b.c0};
   handle.callBoxed(&stack);
   REQUIRE(stack.size() == 1);
-  CHECK(torch::equal(stack[0].toTensor(), forward(x, g, b)));
+  CHECK(at::equal(stack[0].toTensor(), forward(x, g, b)));
   // Meta
-  auto mx = torch::empty({b.rows(), b.cols()}, torch::TensorOptions().dtype(torch::kFloat32).device(torch::kMeta));
-  auto ma = torch::empty({g.n_angles()}, torch::TensorOptions().dtype(torch::kFloat64).device(torch::kMeta));
+  auto mx = at::empty({b.rows(), b.cols()}, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  auto ma = at::empty({g.n_angles()}, at::TensorOptions().dtype(at::kDouble).device(at::kMeta));
   auto mo = fwd.call(mx, ma, g.n, g.n_det, b.r0, b.c0);
   CHECK(mo.is_meta());
-  CHECK((mo.sizes() == torch::IntArrayRef({g.n_angles(), g.n_det})));
-  CHECK((mo.scalar_type() == torch::kFloat32));
-  auto my = torch::empty({g.n_angles(), g.n_det}, torch::TensorOptions().dtype(torch::kFloat64).device(torch::kMeta));
+  CHECK((mo.sizes() == at::IntArrayRef({g.n_angles(), g.n_det})));
+  CHECK((mo.scalar_type() == at::kFloat));
+  auto my = at::empty({g.n_angles(), g.n_det}, at::TensorOptions().dtype(at::kDouble).device(at::kMeta));
   auto mz = adj.call(my, ma, g.n, g.n_det, b.r0, b.r1, b.c0, b.c1);
   CHECK(mz.is_meta());
-  CHECK((mz.sizes() == torch::IntArrayRef({b.rows(), b.cols()})));
-  CHECK((mz.scalar_type() == torch::kFloat64));
+  CHECK((mz.sizes() == at::IntArrayRef({b.rows(), b.cols()})));
+  CHECK((mz.scalar_type() == at::kDouble));
   // the op checks its box
   CHECK_THROWS(fwd.call(x, angles, g.n, g.n_det, 10, 10));
 }
 
 #ifdef PNP_HAVE_CUDA
 TEST_CASE("CUDA: equals the CPU reference, adjointness, tiles, poison, ops, FBP, power method") {
-  if (!torch::cuda::is_available()) {
+  if (!at::hasCUDA()) {
     MESSAGE("no CUDA device: skipped");
     return;
   }
-  torch::manual_seed(5);
-  const torch::Device dev(torch::kCUDA, 0);
+  at::manual_seed(5);
+  const at::Device dev(at::kCUDA, 0);
   struct Case {
     int64_t n, K, n_det;
   };
@@ -395,42 +397,42 @@ TEST_CASE("CUDA: equals the CPU reference, adjointness, tiles, poison, ops, FBP,
     for (const Box& b : {g.full_box(), Box{cs.n / 3, cs.n, 0, cs.n}, Box{cs.n / 5, (4 * cs.n) / 5, cs.n / 4, (cs.n * 2 + 2) / 3}}) {
       if (b.empty()) continue;
       INFO("n=" << cs.n << " K=" << g.n_angles() << " n_det=" << g.n_det << " box=" << pnp::to_string(b));
-      auto x = torch::rand({b.rows(), b.cols()}, f64) - 0.25;
-      auto y = torch::rand({g.n_angles(), g.n_det}, f64) - 0.25;
+      auto x = at::rand({b.rows(), b.cols()}, f64) - 0.25;
+      auto y = at::rand({g.n_angles(), g.n_det}, f64) - 0.25;
       auto fx = forward(x, g, b), ay = adjoint(y, g, b);
       // float32 CUDA vs float64 CPU
-      CHECK(rel_err(forward(x.to(dev, torch::kFloat32), g, b), fx) < 1e-5);
-      CHECK(rel_err(adjoint(y.to(dev, torch::kFloat32), g, b), ay) < 1e-5);
-      CHECK(adjointness(x.to(dev, torch::kFloat32), y.to(dev, torch::kFloat32), g, b) < 1e-5);
+      CHECK(rel_err(forward(x.to(dev, at::kFloat), g, b), fx) < 1e-5);
+      CHECK(rel_err(adjoint(y.to(dev, at::kFloat), g, b), ay) < 1e-5);
+      CHECK(adjointness(x.to(dev, at::kFloat), y.to(dev, at::kFloat), g, b) < 1e-5);
       // float64 CUDA vs float64 CPU and adjointness
       CHECK(rel_err(forward(x.to(dev), g, b), fx) < 1e-12);
       CHECK(rel_err(adjoint(y.to(dev), g, b), ay) < 1e-12);
       CHECK(adjointness(x.to(dev), y.to(dev), g, b) < 1e-12);
       // poisoned _out into a strided view
-      auto out = torch::full({g.n_angles(), g.n_det}, NAN, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
-      auto parent = torch::full({b.rows() + 2, b.cols() + 5}, NAN, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+      auto out = at::full({g.n_angles(), g.n_det}, NAN, at::TensorOptions().dtype(at::kFloat).device(dev));
+      auto parent = at::full({b.rows() + 2, b.cols() + 5}, NAN, at::TensorOptions().dtype(at::kFloat).device(dev));
       auto xin = parent.slice(0, 1, 1 + b.rows()).slice(1, 3, 3 + b.cols());
       xin.copy_(x);
       forward_out(xin, g, b, out);
-      CHECK(torch::isfinite(out).all().item<bool>());
+      CHECK(at::isfinite(out).all().item<bool>());
       CHECK(rel_err(out, fx) < 1e-5);
-      auto big = torch::full({b.rows() + 3, b.cols() + 7}, NAN, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+      auto big = at::full({b.rows() + 3, b.cols() + 7}, NAN, at::TensorOptions().dtype(at::kFloat).device(dev));
       auto ov = big.slice(0, 2, 2 + b.rows()).slice(1, 1, 1 + b.cols());
-      adjoint_out(y.to(dev, torch::kFloat32), g, b, ov);
-      CHECK(torch::isfinite(ov).all().item<bool>());
-      CHECK(torch::isnan(big).sum().item<int64_t>() == big.numel() - b.size());
+      adjoint_out(y.to(dev, at::kFloat), g, b, ov);
+      CHECK(at::isfinite(ov).all().item<bool>());
+      CHECK(at::isnan(big).sum().item<int64_t>() == big.numel() - b.size());
       CHECK(rel_err(ov, ay) < 1e-5);
     }
   }
   // tiles on the GPU
   {
     auto g = Geometry::standard(301, 24);
-    auto x = torch::rand({301, 301}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
-    auto y = torch::rand({24, g.n_det}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+    auto x = at::rand({301, 301}, at::TensorOptions().dtype(at::kFloat).device(dev));
+    auto y = at::rand({24, g.n_det}, at::TensorOptions().dtype(at::kFloat).device(dev));
     auto full = forward(x, g, g.full_box());
     auto fullT = adjoint(y, g, g.full_box());
     for (const auto& boxes : {grid_boxes(301, 7, 1), grid_boxes(301, 2, 2), grid_boxes(301, 3, 2)}) {
-      auto sum = torch::zeros_like(full);
+      auto sum = at::zeros_like(full);
       for (const Box& b : boxes) {
         sum += forward(slice_box(x, b), g, b);
         CHECK(max_rel(adjoint(y, g, b), slice_box(fullT, b)) < 1e-5);  // float32: the tile origin changes the rounding
@@ -442,18 +444,18 @@ TEST_CASE("CUDA: equals the CPU reference, adjointness, tiles, poison, ops, FBP,
   {
     auto g = Geometry::standard(256, 180);
     auto ref = phantom(256);
-    auto sino = forward(ref.to(dev, torch::kFloat32), g, g.full_box());
+    auto sino = forward(ref.to(dev, at::kFloat), g, g.full_box());
     CHECK(sino.is_cuda());
     auto rec = fbp(sino, g, g.full_box());
     CHECK(rec.is_cuda());
     CHECK(psnr(rec.cpu(), ref) >= 25.0);
     PowerOptions po;
     po.tol = 1e-7;
-    auto id = [](torch::Tensor&) {};
-    const double cpu = operator_norm(g, g.full_box(), id, po, torch::kCPU, torch::kFloat64);
-    const double gpu = operator_norm(g, g.full_box(), id, po, dev, torch::kFloat32);
+    auto id = [](at::Tensor&) {};
+    const double cpu = operator_norm(g, g.full_box(), id, po, at::kCPU, at::kDouble);
+    const double gpu = operator_norm(g, g.full_box(), id, po, dev, at::kFloat);
     CHECK(std::fabs(cpu - gpu) / cpu < 1e-4);
-    auto norms = distributed_norms(g, grid_boxes(256, 2, 1), po, dev, torch::kFloat32);
+    auto norms = distributed_norms(g, grid_boxes(256, 2, 1), po, dev, at::kFloat);
     for (double v : norms) CHECK(std::fabs(v - gpu) / gpu < 1e-4);
   }
 }

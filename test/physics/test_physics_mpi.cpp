@@ -20,10 +20,10 @@ int size_() {
   MPI_Comm_size(MPI_COMM_WORLD, &s);
   return s;
 }
-void allreduce(torch::Tensor& t) {
+void allreduce(at::Tensor& t) {
   REQUIRE(t.is_contiguous());
   REQUIRE(t.is_cpu());
-  if (t.scalar_type() == torch::kFloat64)
+  if (t.scalar_type() == at::kDouble)
     MPI_Allreduce(MPI_IN_PLACE, t.data_ptr<double>(), static_cast<int>(t.numel()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   else
     MPI_Allreduce(MPI_IN_PLACE, t.data_ptr<float>(), static_cast<int>(t.numel()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -33,9 +33,9 @@ void allreduce(torch::Tensor& t) {
 TEST_CASE("MPI: slab and grid partial projections sum to the full projection") {
   const int R = size_(), r = rank_();
   auto g = Geometry::standard(45, 12, 70);
-  torch::manual_seed(11);  // same x and y on every rank
-  auto x = torch::rand({45, 45}, torch::kFloat64);
-  auto y = torch::rand({12, 70}, torch::kFloat64);
+  at::manual_seed(11);  // same x and y on every rank
+  auto x = at::rand({45, 45}, at::kDouble);
+  auto y = at::rand({12, 70}, at::kDouble);
   auto full = forward(x, g, g.full_box());
   auto fullT = adjoint(y, g, g.full_box());
   for (const auto& boxes : {grid_boxes(45, R, 1), grid_boxes(45, 1, R)}) {
@@ -54,11 +54,11 @@ TEST_CASE("MPI: operator norm is independent of the decomposition") {
   po.tol = 1e-11;
   po.max_iterations = 400;
   po.seed = 3;
-  const double one = operator_norm(g, g.full_box(), [](torch::Tensor&) {}, po, torch::kCPU, torch::kFloat64);
+  const double one = operator_norm(g, g.full_box(), [](at::Tensor&) {}, po, at::kCPU, at::kDouble);
   const Box b = grid_boxes(40, R, 1)[static_cast<size_t>(r)];
-  const double dist = operator_norm(g, b, allreduce, po, torch::kCPU, torch::kFloat64);
+  const double dist = operator_norm(g, b, allreduce, po, at::kCPU, at::kDouble);
   CHECK(std::fabs(dist - one) / one < 1e-9);
   po.tol = 1e-6;
-  const double dist32 = operator_norm(g, b, allreduce, po, torch::kCPU, torch::kFloat32);
+  const double dist32 = operator_norm(g, b, allreduce, po, at::kCPU, at::kFloat);
   CHECK(std::fabs(dist32 - one) / one < 1e-4);
 }

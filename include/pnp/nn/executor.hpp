@@ -27,6 +27,10 @@ class Executor {
   // Patches must start at multiples of this (the graph's alignment) to reproduce forward().
   virtual int64_t alignment() const { return 1; }
   virtual int64_t receptive_radius() const { return 0; }
+  // Seconds spent compiling so far (0 for executors that do not compile).
+  virtual double compile_seconds() const { return 0.0; }
+  // What the backend did, one line each (fusions made, packages compiled or loaded, notes).
+  virtual std::vector<std::string> report() const { return {}; }
 };
 
 // One IR node as one out-of-place ATen call: the op dispatch of the eager executor, shared with

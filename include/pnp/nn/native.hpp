@@ -1,7 +1,8 @@
 // The native backend: compiles an IR graph for one fixed input shape, device and dtype into an
 // Executor, in C++ only (DESIGN.md "Compile: placement x backend").
 //
-// What compile does (src/nn/native.cpp):
+// What compile does (planned by src/nn/native/plan.cpp, a pure function of the IR and the shapes;
+// carried out by src/nn/native/executor.cpp):
 //  - Folds every inference batch norm into the convolution before it (when the BN is the
 //    conv's only reader), in float64, then casts the weights to the executor's dtype.
 //  - Fuses, by pattern over the IR, never changing the function:

@@ -26,6 +26,12 @@ struct PatchRange {
 // for the overlap.
 std::vector<PatchRange> patch_ranges(int64_t size, int64_t patch, int64_t overlap, int64_t alignment);
 
+// The [B, C, spatial...] shape under which a stored array of shape `stored` is denoised: rank
+// dim = one single-channel image; rank dim+1 = channels first (C = channels) or, for a 2D
+// denoiser with one channel, a stack of slices denoised one by one; rank dim+2 = as is.
+// Throws InputError for any other rank or a channel count that does not fit.
+std::vector<int64_t> network_shape(const std::vector<int64_t>& stored, int dim, int channels);
+
 // patch = 0: whole input (one call). overlap < 0: the executor's receptive radius.
 at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, int64_t patch, int64_t overlap);
 

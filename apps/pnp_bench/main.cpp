@@ -1,0 +1,83 @@
+// pnp_bench: the denoiser sweep (architecture x shape x backend, timed, with roofline counts) or,
+// with --ceilings, the machine's measured ceilings. The work is in src/bench (pnp/benchmark.hpp).
+#include <ATen/Context.h>
+
+#include <boost/program_options.hpp>
+
+#include <iostream>
+
+#include "pnp/benchmark.hpp"
+#include "pnp/config/cli.hpp"
+#include "pnp/io.hpp"
+
+using namespace pnp;
+using namespace pnp::benchmark;
+
+int main(int argc, char** argv) {
+  namespace po = boost::program_options;
+  try {
+    std::string config, output, device;
+    bool quick = false, force = false, ceilings = false;
+    po::options_description opts("Options");
+    opts.add_options()("help,h", "print this help and exit")(
+        "quick", po::bool_switch(&quick), "run a tiny grid on the CPU (CI; seconds) instead of the configured one")(
+        "output,o", po::value<std::string>(&output), "output HDF5 file (overrides output.file)")(
+        "force,f", po::bool_switch(&force), "overwrite an existing output file")(
+        "ceilings", po::bool_switch(&ceilings),
+        "instead of a sweep, measure the device's ceilings: copy bandwidth, TF32/FP32/BF16 matrix products "
+        "and the DRUNet 3x3 convolution (TF32, BF16); writes /ceilings to --output (default pnp_ceilings.h5)")(
+        "device", po::value<std::string>(&device), "with --ceilings: cpu, cuda or cuda:N (default: cuda if present)");
+    const po::variables_map vm = parse_config_command_line(argc, argv, opts, config, "pnp_bench");
+    if (vm.count("help")) {
+      std::cout << "pnp_bench CONFIG.toml [--quick] [--output FILE] [--force]\n"
+                   "pnp_bench --ceilings [--device cuda] [--quick] [--output FILE] [--force]\n\n"
+                   "The denoiser sweep: architecture x shape x backend, timed (warm-up calls, then timed calls\n"
+                   "each synchronised and timed with device events; stable = mean of the last ones), with\n"
+                   "roofline counts, one HDF5 row per configuration (docs/output_schema.md, /results).\n"
+                   "CONFIG sections: [sweep] architectures channels batch shapes backends warmup timed stable\n"
+                   "device dtype sigma seed; [native] channels_last fuse autotune cuda_graph warmup_calls\n"
+                   "cudnn_fused_bf16; [inductor] mode cache_dir compile_jobs (packages compiled in parallel\n"
+                   "before timing; $PNP_INDUCTOR_MODE / $PNP_CACHE_DIR override);\n"
+                   "[models.<arch>] features blocks; [output] file force. Example: input/sweep.toml.\n\n"
+                << opts;
+      return 0;
+    }
+    if (ceilings) {
+      CeilingOptions co;
+      co.device = !device.empty() ? device : at::hasCUDA() ? "cuda" : "cpu";
+      co.quick = quick;
+      if (output.empty()) output = "pnp_ceilings.h5";
+      io::check_output_path(output, force);
+      const auto rows = measure_ceilings(co, std::cout);
+      write_ceilings(output, rows, co.device, force);
+      std::cout << "pnp_bench: wrote " << rows.size() << " ceilings to " << output << "\n";
+      return 0;
+    }
+    if (!device.empty()) throw InputError("--device goes with --ceilings; a sweep takes sweep.device from its CONFIG");
+    if (config.empty() && !quick)
+      throw InputError("no configuration file given (usage: pnp_bench CONFIG.toml [--quick]; see --help)");
+    SweepConfig c = config.empty() ? SweepConfig{} : load_sweep(config);
+    if (quick) make_quick(c);
+    if (!output.empty()) c.output = output;
+    if (force) c.force = true;
+    io::check_output_path(c.output, c.force);  // before a long run
+    // The file is rewritten (atomically) after every row, so an interrupted sweep keeps its rows.
+    bool written = false;
+    const auto rows = run_sweep(c, std::cout, [&](const std::vector<Row>& done) {
+      write_results(c, done, written);
+      written = true;
+    });
+    if (!written) write_results(c, rows, false);
+    int failed = 0;
+    for (const auto& r : rows) failed += r.failed;
+    std::cout << "pnp_bench: wrote " << rows.size() << " rows to " << c.output << "\n";
+    if (failed) {
+      std::cerr << "error: " << failed << " configuration(s) failed (see their reason column)\n";
+      return 1;
+    }
+    return 0;
+  } catch (...) {
+    return report_error();
+  }
+}
+

@@ -1,0 +1,99 @@
+// pnp_recon: the MPI-launched solver. The command line (cli.cpp), a pnp::Reconstruction (set-up,
+// run, gather: the library), the output file (output.cpp) and the terminal report (report.cpp).
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+
+#include "cli.hpp"
+#include "output.hpp"
+#include "pnp/device.hpp"
+#include "pnp/solver.hpp"
+#include "report.hpp"
+
+using namespace pnp;
+
+namespace {
+// Prints "error: ..." once per rank; returns the exit code.
+int report(const CollectiveError& e) {
+  std::fprintf(stderr, "error: %s\n", e.what());
+  std::fflush(stderr);
+  return e.input_error ? 2 : 1;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MpiSession mpi(argc, argv);
+  const int rank = mpi.rank();
+  recon::Cli cli;
+  Config cfg;
+  try {
+    collectively(MPI_COMM_WORLD, [&] {
+      cli = recon::parse_cli(argc, argv, rank);
+      if (!cli.exit_now) cfg = load_config(cli.config, cli.sets);
+    });
+  } catch (const CollectiveError& e) {
+    return report(e);
+  }
+  if (cli.exit_now) return 0;
+  if (cli.print_config) {
+    if (rank == 0) std::cout << cfg.to_toml();
+    return 0;
+  }
+
+  ReconstructionPlan plan;
+  try {
+    plan = Reconstruction::plan(cfg, MPI_COMM_WORLD, mpi.local_rank());
+    collectively(MPI_COMM_WORLD, [&] {
+      if (rank == 0 && !cli.dry_run && !cli.check_compile) io::check_output_path(cfg.output.file, cfg.output.force);
+    });
+    if (cli.check_compile) {
+      bool ok = false;
+      collectively(MPI_COMM_WORLD, [&] { ok = recon::check_compile(cfg, plan.device, rank); });
+      return ok ? 0 : 1;
+    }
+    if (cli.dry_run) {
+      const std::string kind = cfg.distributed.comm == "auto"
+                                   ? (plan.device.is_cuda() && mpi.local_size() <= cuda_device_count()
+                                          ? "auto (nccl if built)"
+                                          : "mpi")
+                                   : cfg.distributed.comm;
+      if (rank == 0) std::cout << recon::plan_text(plan, mpi.size(), kind);
+      return 0;
+    }
+  } catch (const CollectiveError& e) {
+    return report(e);
+  }
+
+  std::optional<Reconstruction> run;
+  try {
+    run.emplace(Reconstruction::setup(std::move(plan), MPI_COMM_WORLD, mpi.local_size(), t0));
+  } catch (const CollectiveError& e) {
+    return report(e);
+  }
+  const Decomposition& decomp = run->decomposition();
+  if (rank == 0 && cfg.output.progress) {
+    std::printf("pnp_recon: %lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
+                (long long)decomp.n, (long long)decomp.n, (long long)run->problem().geom.n_angles(),
+                cfg.denoiser.architecture.c_str(), run->comm().size(), run->device().is_cuda() ? "CUDA" : "CPU",
+                run->comm().backend().c_str(), cfg.compile.mode.c_str(), cfg.compile.backend.c_str(),
+                (long long)decomp.halo);
+    std::fflush(stdout);
+  }
+
+  // From here on a failure on one rank may leave others inside a collective: abort the job.
+  try {
+    const PnpRecord rec = run->run();
+    const GatheredRecord g = run->gather(rec);
+    if (rank == 0) {
+      recon::print_phase_table(g, run->comm().size(), cfg.solver.stable_window, static_cast<int64_t>(rec.total.size()));
+      recon::print_summary(cfg, rec, g, run->device());
+      recon::write_output(cfg, decomp, run->comm(), run->problem(), rec, g, run->device());
+      std::printf("wrote %s\n", cfg.output.file.c_str());
+    }
+  } catch (const std::exception& e) {
+    abort_job(e.what(), dynamic_cast<const InputError*>(&e) ? 2 : 1);
+  }
+  return 0;
+}

@@ -1,0 +1,132 @@
+// pnp_recon's output file (docs/output_schema.md), written by rank 0 atomically, and the plan
+// --dry-run prints.
+#include "output.hpp"
+
+#include <torch/version.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "pnp/device.hpp"
+
+namespace pnp::recon {
+
+std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind) {
+  const Config& cfg = plan.cfg;
+  const Decomposition& d = plan.decomp;
+  const nn::Graph& g = plan.graph;
+  const at::Device dev = plan.device;
+  std::ostringstream os;
+  const int64_t n = cfg.problem.size;
+  const auto [k, det] = sinogram_dims(cfg);
+  os << "problem      " << n << " x " << n << " image, " << k << " angles, " << det << " detector bins, "
+     << (cfg.problem.sinogram.empty() ? "phantom " + cfg.problem.phantom + " generated in memory"
+                                      : "sinogram " + cfg.problem.sinogram)
+     << "\n";
+  os << "solver       " << cfg.solver.iterations << " iterations, init " << cfg.solver.init << ", clamp "
+     << cfg.solver.clamp << ", relaxation " << cfg.solver.relaxation << "\n";
+  os << "denoiser     " << g.architecture << " (" << g.dim << "D, " << g.parameter_count() << " parameters, receptive radius "
+     << nn::receptive_radius(g) << " px, alignment " << g.alignment() << "), sigma " << cfg.denoiser.sigma << ", "
+     << cfg.denoiser.precision << ", weights "
+     << (cfg.denoiser.weights.empty() ? "seeded random init" : cfg.denoiser.weights) << "\n";
+  os << "compile      mode " << cfg.compile.mode << ", backend " << cfg.compile.backend << "\n";
+  os << "ranks        " << ranks << " on " << (dev.is_cuda() ? "CUDA" : "CPU") << ", communication " << comm_kind << "\n";
+  os << "decomposition " << d.describe();
+  const auto& plans = plan.memory;
+  if (cfg.denoiser.memory_limit_gb > 0)
+    os << "memory limit " << cfg.denoiser.memory_limit_gb << " GB per rank (denoiser.memory_limit_gb)\n";
+  for (size_t r = 0; r < plans.size(); ++r) os << "memory       rank " << r << ": " << plans[r].describe() << "\n";
+  return os.str();
+}
+
+void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm, const Problem& prob,
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev) {
+  io::AtomicOutput out(cfg.output.file, cfg.output.force);
+  io::H5File& f = out.file();
+  Provenance p = basic_provenance("pnp_recon");
+  p.torch_version = TORCH_VERSION;
+  p.cuda_version = cuda_version();
+  p.nccl_version = nccl_version();
+  io::write_provenance(f, p);
+  io::write_attr(f, "/", "ranks", int64_t{comm.size()});
+  io::write_attr(f, "/", "gpu_names", g.gpu_names);
+  io::write_attr(f, "/", "config", cfg.to_toml());
+  io::write_attr(f, "/", "compile_mode", cfg.compile.mode);
+  io::write_attr(f, "/", "compile_backend", cfg.compile.backend);
+  io::write_attr(f, "/", "architecture", cfg.denoiser.architecture);
+  io::write_attr(f, "/", "device", dev.is_cuda() ? std::string("cuda") : std::string("cpu"));
+  io::write_attr(f, "/", "comm_backend", comm.backend());
+  io::write_attr(f, "/", "step", rec.step);
+  io::write_attr(f, "/", "tf32", int64_t{cfg.compile.tf32});
+  at::Tensor img = g.image.contiguous();
+  io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
+            "final PnP iterate x, gathered from all tiles");
+  if (prob.truth_full) {
+    at::Tensor gt = prob.truth_full->contiguous();
+    io::write(f, "/ground_truth", gt.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel", "ground-truth image");
+  }
+  const int64_t iters = static_cast<int64_t>(rec.total.size()), ranks = comm.size();
+  for (size_t i = 0; i < pnp_phases().size(); ++i)
+    io::write(f, "/timings/" + pnp_phases()[i], g.phase[i].data(), {iters, ranks}, "s",
+              pnp_phases()[i] == "total" ? "device time of each iteration, begin to end event, per rank"
+                                         : "device-event time of the phase, per iteration and rank; NaN in "
+                                           "iterations replayed as a captured graph (post, fused)");
+  io::write(f, "/timings/wall", g.wall.data(), {iters, ranks}, "s", "host wall time of each iteration, per rank");
+  io::write(f, "/timings/region_gradient", g.region_gradient.data(), {iters, ranks}, "s",
+            "forward_projection + allreduce + backprojection + step as one region (the post-mode graph); NaN inside a fused graph");
+  io::write(f, "/timings/region_denoise", g.region_denoise.data(), {iters, ranks}, "s",
+            "halo_exchange + denoise + clamp as one region (the post-mode graph); NaN inside a fused graph");
+  io::write_attr(f, "/", "graphs_captured", int64_t{rec.graphs_captured});
+  io::write_scalar(f, "/timings/first_iteration", g.first, "s",
+                   "wall time from program start to the end of iteration 1, incl. setup and compile (max over ranks)");
+  io::write_scalar(f, "/timings/stable_iteration", g.stable, "s",
+                   "mean device time of the last solver.stable_window iterations (max over ranks)");
+  io::write_scalar(f, "/timings/compile", g.compile, "s", "compile cost alone (max over ranks)");
+  std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
+  io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B", "peak device memory allocated by each rank (0 on CPU)");
+  std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), patch(g.patch.begin(), g.patch.end());
+  io::write(f, "/memory/estimated_bytes", est.data(), {ranks}, "B",
+            "device memory estimated before the run for each rank (solver state, weights, denoiser activations, "
+            "workspace allowance; pnp::plan_memory)");
+  io::write(f, "/memory/patch_size", patch.data(), {ranks}, "px",
+            "denoiser patch size each rank ran with (0 = whole extended tile): denoiser.patch_size, or chosen "
+            "within denoiser.memory_limit_gb");
+  io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
+  for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
+    std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());
+    io::write(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], pp.data(), {ranks}, "B",
+              "peak device memory allocated during the phase, over all iterations, per rank (0 on CPU)");
+  }
+  std::vector<double> per_it(g.sent.size());
+  for (size_t q = 0; q < g.sent.size(); ++q) per_it[q] = g.sent[q] / double(iters);
+  io::write(f, "/communication/bytes_per_iteration", per_it.data(), {ranks}, "B",
+            "halo-exchange and allreduce payload sent by each rank per iteration (mean over iterations; a "
+            "replayed CUDA graph counts what its capture recorded; metrics excluded)");
+  io::write(f, "/communication/bytes", g.bytes.data(), {iters, ranks}, "B",
+            "halo-exchange and allreduce payload sent by each rank in each iteration (metrics excluded)");
+  io::write(f, "/metrics/psnr", rec.psnr.data(), {iters}, "dB",
+            "PSNR of the iterate after each iteration against the ground truth (data range); NaN where not computed");
+  io::write(f, "/metrics/ssim", rec.ssim.data(), {iters}, "1",
+            "SSIM of the iterate after each iteration against the ground truth (Gaussian window 11, sigma 1.5, "
+            "data range of the truth, as skimage.metrics.structural_similarity); NaN where not computed");
+  {
+    double fp = std::nan(""), fs = std::nan("");
+    for (int64_t i = iters - 1; i >= 0; --i)
+      if (!std::isnan(rec.psnr[size_t(i)])) {
+        fp = rec.psnr[size_t(i)], fs = rec.ssim[size_t(i)];
+        break;
+      }
+    io::write_attr(f, "/metrics", "final_psnr", fp);
+    io::write_attr(f, "/metrics", "final_ssim", fs);
+  }
+  io::write(f, "/metrics/residual", rec.residual.data(), {iters}, "1",
+            "||A x - y|| / ||y|| of the iterate entering each iteration; NaN where not computed");
+  std::vector<int64_t> boxes;
+  for (const auto& t : d.tiles) boxes.insert(boxes.end(), {t.own.r0, t.own.r1, t.own.c0, t.own.c1});
+  io::write(f, "/decomposition/boxes", boxes.data(), {ranks, 4}, "px", "owned tile of each rank: r0, r1, c0, c1 (half-open)");
+  io::write_scalar<int64_t>(f, "/decomposition/halo", d.halo, "px", "halo width used (halo = 0 resolved to the receptive radius)");
+  io::write_attr(f, "/decomposition", "kind", d.kind);
+  out.commit();
+}
+
+}  // namespace pnp::recon

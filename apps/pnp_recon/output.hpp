@@ -1,0 +1,18 @@
+// pnp_recon's output: the HDF5 file of docs/output_schema.md, and the --dry-run plan.
+#pragma once
+
+#include <string>
+
+#include "pnp/solver.hpp"
+
+namespace pnp::recon {
+
+// The plan of a run, as --dry-run prints it: problem, solver, denoiser, compile, ranks, tiles
+// and every rank's memory estimate.
+std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind);
+
+// Rank 0: writes cfg.output.file (temporary file, renamed on success).
+void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm, const Problem& prob,
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev);
+
+}  // namespace pnp::recon

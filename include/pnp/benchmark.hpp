@@ -1,0 +1,120 @@
+// pnp_bench: the denoiser sweep (DESIGN.md "Denoiser sweep", "Sweep output").
+// Architecture x shape x backend, one forward per call (x <- D(x, sigma)), warm-up calls then
+// timed calls each synchronised and timed with device events (host clock on CPU); stable = mean
+// of the last `stable` timed calls. One HDF5 row per configuration (docs/output_schema.md).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "pnp/core.hpp"
+#include "pnp/nn/inductor.hpp"
+#include "pnp/nn/native.hpp"
+
+namespace pnp::benchmark {
+
+struct ModelOverride {
+  std::vector<int64_t> features;  // empty: the architecture's default
+  int blocks = -1;                // -1: default
+};
+
+// The sweep TOML (input/sweep.toml). Sections and keys:
+//   [sweep]   architectures, channels, batch, shapes (spatial sizes, 2 or 3 entries each),
+//             backends, warmup, timed, stable, device, dtype, sigma, seed
+//   [native]  channels_last, fuse, autotune, cuda_graph, warmup_calls
+//   [models.<architecture>]  features, blocks   (e.g. smaller networks for CI)
+//   [output]  file, force
+// Unknown keys, wrong types and out-of-range values throw InputError naming the key and line.
+struct SweepConfig {
+  std::vector<std::string> architectures{"dncnn", "drunet", "unet"};
+  int64_t channels = 3;
+  int64_t batch = 1;
+  std::vector<std::vector<int64_t>> shapes{{512, 512},      {1024, 1024},  {2048, 2048},
+                                           {128, 128, 128}, {8, 512, 512}, {16, 512, 512}};
+  std::vector<std::string> backends{"eager", "native"};
+  int64_t warmup = 5;   // calls before the timed ones; the first of them includes the compile
+  int64_t timed = 10;
+  int64_t stable = 5;   // stable = mean of the last `stable` timed calls
+  std::string device = "cuda";
+  std::string dtype = "float32";
+  double sigma = 0.1;
+  int64_t seed = 0;
+  nn::NativeOptions native;
+  // [inductor]: mode, cache_dir, and how many packages compile at once before the timing
+  // starts ($PNP_INDUCTOR_MODE and $PNP_CACHE_DIR, when set, override mode and cache_dir).
+  nn::InductorOptions inductor;
+  int64_t compile_jobs = 4;
+  std::map<std::string, ModelOverride> models;
+  std::string output = "pnp_bench.h5";
+  bool force = false;
+  std::string to_toml() const;  // the effective configuration
+};
+
+SweepConfig parse_sweep(const std::string& toml_text, const std::string& source);
+SweepConfig load_sweep(const std::filesystem::path& path);
+// Replaces the grid by a tiny CPU one for CI (seconds on two cores): small networks, 32x32 and
+// 8x16x16 inputs, float32; keeps backends, timing counts, output and native options.
+void make_quick(SweepConfig& c);
+
+struct Row {
+  std::string architecture;
+  int64_t dim = 2;
+  std::string shape;    // "1x3x512x512"
+  std::string backend;  // eager, native, inductor, ...
+  std::string mode;     // none (eager) or pre (a compiled denoiser for one shape)
+  std::string gpu;      // device name ("NVIDIA H200", "cpu")
+  std::string status = "ok";  // ok or skipped
+  std::string reason;
+  double first_call_s = std::numeric_limits<double>::quiet_NaN();
+  double compile_s = std::numeric_limits<double>::quiet_NaN();
+  // inductor: the exporter's wall time when this run compiled the package (compile_jobs of them
+  // in parallel), 0 on a cache hit; NaN for other backends. compile_s includes it.
+  double export_s = std::numeric_limits<double>::quiet_NaN();
+  double stable_s = std::numeric_limits<double>::quiet_NaN();
+  int64_t peak_memory_bytes = 0;
+  double flops = 0, bytes = 0, intensity = 0;  // roofline, study conventions
+  bool failed = false;  // skipped because of an error other than out-of-memory / unavailable
+};
+
+// Runs every configuration, printing one progress line per row to `progress`; on_row (if set)
+// is called with the rows so far after each one.
+std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
+                           const std::function<void(const std::vector<Row>&)>& on_row = {});
+// Writes c.output atomically; replaces an existing file when `overwrite` or c.force.
+void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool overwrite = false);
+
+// The machine's measured ceilings (METHOD.md): what the data-sheet roofs of roofline.hpp are
+// on this device. Copy bandwidth (a device-to-device copy; bytes read + written), dense matrix
+// products in TF32, plain FP32 and BF16 (2 m n k FLOP), and the DRUNet-shaped convolution
+// (64 -> 64 channels, 3x3, channels-last) in TF32, FP32 and BF16 (TF32 rows on CUDA only).
+// Each kernel runs `warmup` times, then `timed` times, each call synchronised and timed alone
+// (device events on CUDA); the median is reported. Inputs are random; the preallocated outputs
+// (copy, matmul) are poisoned with NaN first, and a sample of every output is checked against
+// float64 after the timed calls.
+struct Ceiling {
+  std::string name;   // copy, matmul_{tf32,fp32,bf16}, conv3x3_{tf32,fp32,bf16}
+  std::string shape;  // e.g. "536870912" (elements), "8192x8192x8192" (m x n x k), "1x64x4096x4096"
+  double seconds = 0;  // median of the timed calls
+  double rate = 0;     // GB/s (copy) or TFLOP/s
+  std::string unit;    // "GB/s" or "TFLOP/s"
+  double error = 0;    // relative error of the checked sample against float64 (0 for copy: exact)
+};
+struct CeilingOptions {
+  std::string device = "cuda";
+  bool quick = false;  // small sizes (CI on CPU; seconds)
+  int warmup = 3, timed = 10;
+};
+std::vector<Ceiling> measure_ceilings(const CeilingOptions& o, std::ostream& progress);
+// The provenance of every pnp_bench file: program, version, commit, date, host, torch and CUDA.
+Provenance bench_provenance();
+// /ceilings/<column> datasets (one row per kernel) and the provenance attributes.
+void write_ceilings(const std::string& path, const std::vector<Ceiling>& rows, const std::string& device,
+                    bool overwrite);
+
+}  // namespace pnp::benchmark

@@ -1,0 +1,78 @@
+#include "pnp/device.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "pnp/core.hpp"
+
+#ifdef PNP_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pnp {
+
+int cuda_device_count() { return at::detail::getCUDAHooks().hasCUDA() ? at::detail::getCUDAHooks().deviceCount() : 0; }
+
+c10::Device parse_device(const std::string& s, const std::string& what) {
+  if (s == "cpu") return c10::kCPU;
+  if (s == "auto") return cuda_device_count() > 0 ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  if (s.rfind("cuda", 0) == 0) {
+    int idx = 0;
+    if (s.size() > 4) {
+      if (s[4] != ':' || s.size() == 5 || s.find_first_not_of("0123456789", 5) != std::string::npos)
+        throw InputError(what + ": expected cpu, cuda, cuda:N or auto, got '" + s + "'");
+      idx = std::stoi(s.substr(5));
+    }
+    const int n = cuda_device_count();
+    if (n == 0) throw InputError(what + " = " + s + ": this build or machine has no CUDA device");
+    if (idx >= n) throw InputError(what + " = " + s + ": only " + std::to_string(n) + " CUDA device(s)");
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(idx));
+  }
+  throw InputError(what + ": expected cpu, cuda, cuda:N or auto, got '" + s + "'");
+}
+
+c10::Device concrete_device(c10::Device d) {
+  if (d.is_cuda() && !d.has_index()) return c10::impl::getDeviceGuardImpl(d.type())->getDevice();
+  return d;
+}
+
+int64_t device_peak_bytes(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (d.is_cuda()) {
+    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
+    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  }
+#endif
+  (void)d;
+  return 0;
+}
+
+void reset_device_peak(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
+#endif
+  (void)d;
+}
+
+std::string device_name(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (d.is_cuda()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d.index()) == cudaSuccess) return prop.name;
+  }
+#endif
+  return d.is_cuda() ? "cuda" : "cpu";
+}
+
+std::string cuda_version() {
+  if (!at::detail::getCUDAHooks().hasCUDA()) return "none";
+  const long v = at::detail::getCUDAHooks().versionCUDART();
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+}  // namespace pnp

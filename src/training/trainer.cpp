@@ -1,0 +1,544 @@
+// The training loop: Adam (torch::optim) under a warm-up + cosine learning-rate schedule, the
+// loss kept on the device and fetched only every progress_every steps (no per-step host sync),
+// validation on held-out random-ellipse phantoms, atomic checkpoints (weights, Adam moments,
+// curves) and resume, the HDF5 log, and at the end the weights with a JSON sidecar.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+#include <torch/cuda.h>
+#include <torch/optim/adam.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+#include <ostream>
+#include <sstream>
+
+#include "pnp/io.hpp"
+#include "pnp/training.hpp"
+
+namespace pnp::training {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+double learning_rate(const TrainSettings& t, int64_t step, int64_t total) {
+  if (step < t.warmup) return t.lr * static_cast<double>(step + 1) / static_cast<double>(t.warmup);
+  const double span = static_cast<double>(std::max<int64_t>(1, total - t.warmup));
+  const double p = std::min(1.0, static_cast<double>(step - t.warmup) / span);
+  return t.lr_min + 0.5 * (t.lr - t.lr_min) * (1.0 + std::cos(std::numbers::pi * p));
+}
+
+// The part of the config that defines the loss curve: what a checkpoint must agree with.
+std::string schedule_identity(const TrainConfig& c) {
+  TrainConfig k = c;
+  k.output = OutputConfig{};
+  k.train.stop_after = 0;
+  k.train.time_budget = 0;
+  k.train.threads = 0;
+  k.train.device = "auto";
+  k.data.stack = c.data.stack.empty() ? "" : fs::path(c.data.stack).filename().string();
+  std::string t = k.to_toml();
+  return t.substr(0, t.find("[output]"));
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(ch));
+          o += buf;
+        } else {
+          o += ch;
+        }
+    }
+  }
+  return "\"" + o + "\"";
+}
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string commit_of_build() { return basic_provenance("pnp_train").git_commit; }
+
+// bf16 autocast over one forward pass and its loss (train.precision = "bf16"): convolutions
+// run in bf16 from fp32 weights; the cast weights are dropped when the scope closes.
+class AutocastScope {
+ public:
+  AutocastScope(at::DeviceType type, bool on) : type_(type), on_(on) {
+    if (!on_) return;
+    was_enabled_ = at::autocast::is_autocast_enabled(type_);
+    was_dtype_ = at::autocast::get_autocast_dtype(type_);
+    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type_, true);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  at::DeviceType type_;
+  bool on_, was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kFloat;
+};
+
+struct State {
+  int64_t step = 0;  // steps completed
+  int64_t planned = 0;
+  double seconds_before = 0;
+  std::vector<double> loss, lr, val_psnr;
+  std::vector<int64_t> val_step;
+};
+
+torch::optim::AdamParamState& adam_state(torch::optim::Adam& opt, const at::Tensor& p) {
+  auto& st = opt.state();
+  auto it = st.find(p.unsafeGetTensorImpl());
+  if (it == st.end()) {
+    auto s = std::make_unique<torch::optim::AdamParamState>();
+    s->step(0);
+    s->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+    s->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+    it = st.emplace(p.unsafeGetTensorImpl(), std::move(s)).first;
+  }
+  return static_cast<torch::optim::AdamParamState&>(*it->second);
+}
+
+void write_curves(io::H5File& f, const State& s, const std::string& prefix) {
+  if (!s.loss.empty()) {
+    io::write<double>(f, prefix + "loss", s.loss.data(), {static_cast<int64_t>(s.loss.size())}, "1",
+                      "training loss per step (mean over the batch and pixels)");
+    io::write<double>(f, prefix + "lr", s.lr.data(), {static_cast<int64_t>(s.lr.size())}, "1", "learning rate per step");
+  }
+  if (!s.val_step.empty()) {
+    const int64_t m = static_cast<int64_t>(s.val_step.size());
+    io::write<int64_t>(f, prefix + "validation/step", s.val_step.data(), {m}, "1", "steps completed at each validation");
+    io::write<double>(f, prefix + "validation/psnr", s.val_psnr.data(), {m}, "dB",
+                      "mean PSNR (peak 1) of the denoised held-out phantoms");
+  }
+}
+
+void save_checkpoint(const fs::path& path, const TrainConfig& cfg, const TrainableModel& model, torch::optim::Adam& opt,
+                     const State& s) {
+  io::AtomicOutput out(path, /*overwrite=*/true);
+  auto& f = out.file();
+  const auto& g = model.graph();
+  auto params = model.parameters();
+  nn::Weights w = model.weights();
+  size_t k = 0;
+  int64_t adam_step = 0;
+  for (const auto& n : g.nodes)
+    for (const auto& p : n.params) {
+      at::Tensor t = w.at(p.key).to(at::kFloat).contiguous();
+      io::write<float>(f, "/weights/" + p.key, t.data_ptr<float>(), p.shape, "1", "weights at this checkpoint");
+      if (!p.trainable) continue;
+      auto& st = adam_state(opt, params[k++]);
+      adam_step = st.step();
+      at::Tensor m = st.exp_avg().detach().to(at::kCPU, at::kFloat).contiguous();
+      at::Tensor v = st.exp_avg_sq().detach().to(at::kCPU, at::kFloat).contiguous();
+      io::write<float>(f, "/adam/exp_avg/" + p.key, m.data_ptr<float>(), p.shape, "1", "Adam first moment");
+      io::write<float>(f, "/adam/exp_avg_sq/" + p.key, v.data_ptr<float>(), p.shape, "1", "Adam second moment");
+    }
+  write_curves(f, s, "/log/");
+  io::write_attr(f, "/", "format", std::string("pnp-train-checkpoint-1"));
+  io::write_attr(f, "/", "step", s.step);
+  io::write_attr(f, "/", "steps_planned", s.planned);
+  io::write_attr(f, "/", "adam_step", adam_step);
+  io::write_attr(f, "/", "seconds", s.seconds_before);
+  io::write_attr(f, "/", "schedule", schedule_identity(cfg));
+  io::write_attr(f, "/", "config", cfg.to_toml());
+  io::write_attr(f, "/", "ir_hash", g.hash());
+  io::write_provenance(f, basic_provenance("pnp_train"));
+  out.commit();
+}
+
+void load_checkpoint(const fs::path& path, const TrainConfig& cfg, TrainableModel& model, torch::optim::Adam& opt,
+                     State& s) {
+  try {
+    auto f = io::H5File::open(path);
+    if (!io::has_attr(f, "/", "format") || io::read_attr_string(f, "/", "format") != "pnp-train-checkpoint-1")
+      throw InputError("not a pnp_train checkpoint");
+    std::string want = schedule_identity(cfg), have = io::read_attr_string(f, "/", "schedule");
+    if (want != have) {
+      std::istringstream a(want), b(have);
+      std::string la, lb;
+      while (std::getline(a, la) && std::getline(b, lb) && la == lb) {}
+      throw InputError("it was written by a different training configuration (config: '" + la + "', checkpoint: '" + lb +
+                       "'); resume needs the same model, data, noise, train and validation settings");
+    }
+    const auto& g = model.graph();
+    model.load(nn::load_weights(path.string(), g));
+    auto params = model.parameters();
+    const int64_t adam_step = io::read_attr_int(f, "/", "adam_step");
+    size_t k = 0;
+    for (const auto& n : g.nodes)
+      for (const auto& p : n.params) {
+        if (!p.trainable) continue;
+        auto& st = adam_state(opt, params[k]);
+        auto m = io::read<float>(f, "/adam/exp_avg/" + p.key), v = io::read<float>(f, "/adam/exp_avg_sq/" + p.key);
+        const auto fmt = params[k].suggest_memory_format();
+        st.exp_avg(at::from_blob(m.data.data(), p.shape, at::kFloat).to(params[k].device()).contiguous(fmt).clone());
+        st.exp_avg_sq(at::from_blob(v.data.data(), p.shape, at::kFloat).to(params[k].device()).contiguous(fmt).clone());
+        st.step(adam_step);
+        ++k;
+      }
+    s.step = io::read_attr_int(f, "/", "step");
+    s.planned = io::read_attr_int(f, "/", "steps_planned");
+    s.seconds_before = io::read_attr_double(f, "/", "seconds");
+    if (io::exists(f, "/log/loss")) {
+      s.loss = io::read<double>(f, "/log/loss").data;
+      s.lr = io::read<double>(f, "/log/lr").data;
+    }
+    if (io::exists(f, "/log/validation/step")) {
+      s.val_step = io::read<int64_t>(f, "/log/validation/step").data;
+      s.val_psnr = io::read<double>(f, "/log/validation/psnr").data;
+    }
+    if (static_cast<int64_t>(s.loss.size()) != s.step) throw Error("loss curve length does not match the step");
+  } catch (...) {
+    rethrow_with_context("resuming from checkpoint " + path.string());
+  }
+}
+
+void write_log(const fs::path& path, const TrainConfig& cfg, const State& s, const ValidationSet& vs,
+               const std::string& data, const std::string& device, bool finished) {
+  io::AtomicOutput out(path, /*overwrite=*/true);
+  auto& f = out.file();
+  write_curves(f, s, "/");
+  if (!s.val_step.empty()) {
+    std::vector<double> gain;
+    for (double p : s.val_psnr) gain.push_back(p - vs.noisy_psnr);
+    io::write<double>(f, "/validation/gain", gain.data(), {static_cast<int64_t>(gain.size())}, "dB",
+                      "validation PSNR minus the PSNR of the noisy input");
+  }
+  io::write_provenance(f, basic_provenance("pnp_train"));
+  io::write_attr(f, "/", "config", cfg.to_toml());
+  io::write_attr(f, "/", "data", data);
+  io::write_attr(f, "/", "device", device);
+  io::write_attr(f, "/", "steps_done", s.step);
+  io::write_attr(f, "/", "steps_planned", s.planned);
+  io::write_attr(f, "/", "finished", static_cast<int64_t>(finished));
+  io::write_attr(f, "/", "seconds", s.seconds_before);
+  io::write_attr(f, "/", "validation_sigma", vs.sigma);
+  io::write_attr(f, "/", "validation_noisy_psnr", vs.noisy_psnr);
+  out.commit();
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
+  const auto t_start = Clock::now();
+  const auto& T = cfg.train;
+  if (T.threads > 0) at::set_num_threads(static_cast<int>(T.threads));
+  const bool cuda_ok = torch::cuda::is_available();
+  if (T.device == "cuda" && !cuda_ok) throw InputError("train.device = \"cuda\" but no CUDA device is available");
+  const at::Device device = (T.device == "cuda" || (T.device == "auto" && cuda_ok)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+  if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);  // fixed shapes: autotune once
+
+  const fs::path ckpt = cfg.output.checkpoint;
+  const bool resuming = cfg.output.resume && fs::exists(ckpt);
+  if (!resuming) {
+    if (fs::exists(ckpt) && !cfg.output.force)
+      throw InputError("output.checkpoint " + ckpt.string() +
+                       " exists: set output.resume = true to continue it, or output.force = true to start over");
+    io::check_output_path(cfg.output.weights, cfg.output.force);
+    io::check_output_path(cfg.output.log, cfg.output.force);
+  }
+  const fs::path sidecar = cfg.output.sidecar.empty() ? fs::path(cfg.output.weights).replace_extension(".json")
+                                                      : fs::path(cfg.output.sidecar);
+
+  nn::Graph g = nn::build(model_spec(cfg.model));
+  // On CUDA the activations are channels-last (NHWC), the layout of cuDNN's tensor-core kernels.
+  TrainableModel model(g, nn::init_weights(g, T.seed), device, /*channels_last=*/device.is_cuda());
+  const bool bf16 = T.precision == "bf16";
+  auto params = model.parameters();
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(T.lr).betas({T.beta1, T.beta2}).weight_decay(T.weight_decay));
+  State s;
+  s.planned = T.steps;
+  if (resuming) load_checkpoint(ckpt, cfg, model, opt, s);
+
+  BatchSource source(cfg);
+  const ValidationSet vs = make_validation_set(cfg.validation, cfg.model.channels);
+  const at::Tensor val_noisy = vs.noisy.to(device), val_sigma = at::full({vs.noisy.size(0)}, vs.sigma, at::kFloat).to(device);
+  const std::string data = source.describe();
+  TrainResult r;
+  r.device = device.is_cuda() ? "cuda" : "cpu";
+  r.parameter_count = g.parameter_count();
+  r.noisy_psnr = vs.noisy_psnr;
+  if (cfg.output.progress) {
+    out << "pnp_train: " << g.architecture << " (" << r.parameter_count << " parameters) on " << r.device << " in "
+        << (bf16 ? "bf16 autocast" : device.is_cuda() ? "fp32 (TF32 convolutions)" : "fp32") << ", "
+        << (resuming ? "resuming at step " + std::to_string(s.step) + " of " : std::string("")) << s.planned << " steps\n"
+        << "  data: " << data << "\n"
+        << "  validation: " << cfg.validation.images << " random-ellipse phantoms " << cfg.validation.size << "^2, sigma "
+        << vs.sigma << ", noisy PSNR " << fmt("%.2f", vs.noisy_psnr) << " dB\n";
+    out.flush();
+  }
+
+  auto validate = [&]() {
+    at::NoGradGuard ng;
+    std::vector<at::Tensor> outs;
+    const int64_t chunk = 4;
+    for (int64_t i = 0; i < val_noisy.size(0); i += chunk) {
+      const int64_t len = std::min(chunk, val_noisy.size(0) - i);
+      outs.push_back(model.forward(val_noisy.narrow(0, i, len), val_sigma.narrow(0, i, len), false).to(at::kCPU));
+    }
+    return mean_psnr(at::cat(outs, 0), vs.clean);
+  };
+
+  std::vector<at::Tensor> pending;  // per-step losses still on the device
+  auto flush = [&]() {
+    if (pending.empty()) return;
+    at::Tensor l = at::stack(pending).to(at::kCPU, at::kDouble).contiguous();
+    const int64_t first = static_cast<int64_t>(s.loss.size());
+    pending.clear();
+    for (int64_t i = 0; i < l.size(0); ++i) {
+      double v = l[i].item<double>();
+      if (!std::isfinite(v)) throw Error("training diverged: loss is " + std::to_string(v) + " at step " + std::to_string(first + i + 1) +
+                                         " (lower train.lr or set train.grad_clip)");
+      s.loss.push_back(v);
+    }
+  };
+
+  const auto t_loop = Clock::now();
+  const int64_t step0 = s.step;
+  double last_val = s.val_psnr.empty() ? NAN : s.val_psnr.back();
+  auto elapsed_total = [&]() { return s.seconds_before + since(t_loop); };
+  auto checkpoint = [&]() {
+    flush();
+    State c = s;
+    c.seconds_before = elapsed_total();
+    save_checkpoint(ckpt, cfg, model, opt, c);
+    write_log(cfg.output.log, cfg, c, vs, data, r.device, false);
+  };
+  bool stopped = false;
+  auto t_rate = t_loop;
+  while (s.step < s.planned) {
+    const int64_t t = s.step;
+    Batch b = source.batch(t);
+    at::Tensor clean = b.clean, noisy = b.noisy, sigma = b.sigma;
+    if (device.is_cuda()) {
+      clean = clean.pin_memory().to(device, /*non_blocking=*/true);
+      noisy = noisy.pin_memory().to(device, true);
+      sigma = sigma.pin_memory().to(device, true);
+    }
+    const double lr = learning_rate(T, t, s.planned);
+    for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+    opt.zero_grad();
+    at::Tensor loss;
+    {
+      AutocastScope autocast(device.type(), bf16);
+      at::Tensor y = model.forward(noisy, sigma, true).to(at::kFloat);
+      loss = T.loss == "l1" ? at::l1_loss(y, clean) : at::mse_loss(y, clean);
+    }
+    loss.backward();
+    if (T.grad_clip > 0) {  // global-norm clipping without a host sync
+      at::NoGradGuard ng;
+      std::vector<at::Tensor> norms;
+      for (auto& p : params) norms.push_back(p.grad().square().sum());
+      at::Tensor coef = (T.grad_clip / (at::stack(norms).sum().sqrt() + 1e-6)).clamp_max(1.0);
+      for (auto& p : params) p.mutable_grad().mul_(coef);
+    }
+    opt.step();
+    pending.push_back(loss.detach());
+    s.lr.push_back(lr);
+    s.step = t + 1;
+
+    // A time budget cuts the schedule once, at the end of the warm-up (the learning rate so far
+    // does not depend on the schedule's length, so the cut run equals one planned that long).
+    // The rate is measured over the warm-up's second half: its first steps include cuDNN's
+    // autotuning and allocator warm-up, and would cut the schedule too short.
+    const int64_t plan_at = std::max<int64_t>(T.warmup, 20);
+    if (T.time_budget > 0 && !resuming && s.step == plan_at / 2) {
+      flush();  // synchronises
+      t_rate = Clock::now();
+    }
+    if (T.time_budget > 0 && !resuming && s.step == plan_at && s.step < s.planned) {
+      flush();
+      const double per_step = since(t_rate) / static_cast<double>(plan_at - plan_at / 2);
+      const double left = T.time_budget * 0.9 - since(t_start);
+      const int64_t fit = s.step + std::max<int64_t>(0, static_cast<int64_t>(left / per_step));
+      if (fit < s.planned) {
+        if (cfg.output.progress)
+          out << "  time budget " << T.time_budget << " s: " << fmt("%.2f", 1e3 * per_step) << " ms/step, schedule cut from "
+              << s.planned << " to " << fit << " steps\n";
+        s.planned = fit;
+      }
+    }
+    const bool last = s.step == s.planned;
+    const bool do_val = last || (cfg.validation.every > 0 && s.step % cfg.validation.every == 0);
+    if (do_val) {
+      last_val = validate();
+      s.val_step.push_back(s.step);
+      s.val_psnr.push_back(last_val);
+    }
+    const bool do_progress = cfg.output.progress && (last || s.step % cfg.output.progress_every == 0);
+    if (last || s.step % cfg.output.progress_every == 0) flush();
+    if (do_progress) {
+      const double el = since(t_loop), rate = static_cast<double>(s.step - step0) / std::max(el, 1e-9);
+      out << "step " << s.step << "/" << s.planned << "  loss " << fmt("%.3e", s.loss.back()) << "  lr " << fmt("%.2e", lr);
+      if (!std::isnan(last_val))
+        out << "  val PSNR " << fmt("%.2f", last_val) << " dB (" << fmt("%+.2f", last_val - vs.noisy_psnr) << ")";
+      out << "  " << fmt("%.1f", rate) << " step/s  ETA " << human_seconds(static_cast<double>(s.planned - s.step) / rate)
+          << "\n";
+      out.flush();
+    }
+    const bool stop = T.stop_after > 0 && s.step == T.stop_after && !last;
+    if (stop || (cfg.output.checkpoint_every > 0 && s.step % cfg.output.checkpoint_every == 0) || last) checkpoint();
+    if (stop) {
+      stopped = true;
+      if (cfg.output.progress)
+        out << "stopped after step " << s.step << " (train.stop_after); continue with output.resume = true\n";
+      break;
+    }
+  }
+  flush();
+  r.seconds = since(t_loop);
+  r.total_seconds = elapsed_total();
+  s.seconds_before = r.total_seconds;
+  r.steps_done = s.step;
+  r.steps_planned = s.planned;
+  r.finished = !stopped && s.step == s.planned;
+  r.loss = s.loss;
+  r.lr = s.lr;
+  r.val_step = s.val_step;
+  r.val_psnr = s.val_psnr;
+  if (!r.finished) return r;
+
+  // Final outputs: weights (+ training attributes), log, sidecar. The recorded validation is
+  // that of the weights as stored: a lossy encoding is decoded and evaluated again.
+  const std::string commit = commit_of_build();
+  const double trained_psnr = s.val_psnr.empty() ? NAN : s.val_psnr.back();
+  const nn::WeightEncoding encoding = nn::parse_weight_encoding(cfg.output.encoding);
+  nn::save_weights(cfg.output.weights, g, model.weights(), encoding);
+  double final_psnr = trained_psnr;
+  double second_psnr = NAN, second_noisy = NAN;
+  {
+    TrainableModel stored(g, nn::load_weights(cfg.output.weights, g), device, device.is_cuda());
+    auto eval = [&](const at::Tensor& noisy, const at::Tensor& clean, double sigma) {
+      at::NoGradGuard ng;
+      const at::Tensor nz = noisy.to(device), sg = at::full({noisy.size(0)}, sigma, at::kFloat).to(device);
+      std::vector<at::Tensor> outs;
+      for (int64_t i = 0; i < nz.size(0); i += 4) {
+        const int64_t len = std::min<int64_t>(4, nz.size(0) - i);
+        outs.push_back(stored.forward(nz.narrow(0, i, len), sg.narrow(0, i, len), false).to(at::kCPU));
+      }
+      return mean_psnr(at::cat(outs, 0), clean);
+    };
+    if (encoding != nn::WeightEncoding::float32) final_psnr = eval(vs.noisy, vs.clean, vs.sigma);
+    if (cfg.validation.sigma_second > 0) {
+      ValidationConfig v2 = cfg.validation;
+      v2.sigma = cfg.validation.sigma_second;
+      const ValidationSet vs2 = make_validation_set(v2, cfg.model.channels);
+      second_psnr = eval(vs2.noisy, vs2.clean, vs2.sigma);
+      second_noisy = vs2.noisy_psnr;
+    }
+  }
+  {
+    auto f = io::H5File::open(cfg.output.weights, /*writable=*/true);
+    io::write_attr(f, "/", "trained_by", std::string("pnp_train"));
+    io::write_attr(f, "/", "training_config", cfg.to_toml());
+    io::write_attr(f, "/", "training_steps", s.step);
+    io::write_attr(f, "/", "training_data", data);
+    io::write_attr(f, "/", "validation_psnr", final_psnr);
+    io::write_attr(f, "/", "validation_noisy_psnr", vs.noisy_psnr);
+    io::write_attr(f, "/", "validation_sigma", vs.sigma);
+    io::write_attr(f, "/", "validation_psnr_before_encoding", trained_psnr);
+    if (cfg.validation.sigma_second > 0) {
+      io::write_attr(f, "/", "validation_second_sigma", cfg.validation.sigma_second);
+      io::write_attr(f, "/", "validation_second_psnr", second_psnr);
+      io::write_attr(f, "/", "validation_second_noisy_psnr", second_noisy);
+    }
+    io::write_attr(f, "/", "git_commit", commit);
+  }
+  write_log(cfg.output.log, cfg, s, vs, data, r.device, true);
+  std::ostringstream js;
+  js << "{\n"
+     << "  \"model\": " << json_escape(fs::path(cfg.output.weights).stem().string()) << ",\n"
+     << "  \"weights\": " << json_escape(fs::path(cfg.output.weights).filename().string()) << ",\n"
+     << "  \"architecture\": " << json_escape(g.architecture) << ",\n"
+     << "  \"features\": [";
+  for (size_t i = 0; i < cfg.model.features.size(); ++i) js << (i ? ", " : "") << cfg.model.features[i];
+  js << "],\n"
+     << "  \"blocks\": " << cfg.model.blocks << ",\n"
+     << "  \"channels\": " << cfg.model.channels << ",\n"
+     << "  \"parameter_count\": " << r.parameter_count << ",\n"
+     << "  \"ir_hash\": " << json_escape(g.hash()) << ",\n"
+     << "  \"steps\": " << s.step << ",\n"
+     << "  \"steps_requested\": " << T.steps << ",\n"
+     << "  \"batch\": " << cfg.data.batch << ",\n"
+     << "  \"patch\": " << cfg.data.patch << ",\n"
+     << "  \"data\": " << json_escape(data) << ",\n"
+     << "  \"noise_sigma_range\": [" << jnum(cfg.noise.sigma_min) << ", " << jnum(cfg.noise.sigma_max) << "],\n"
+     << "  \"final_loss\": " << jnum(s.loss.empty() ? NAN : s.loss.back()) << ",\n"
+     << "  \"validation\": {\"phantoms\": \"random_ellipse_image\", \"images\": " << cfg.validation.images
+     << ", \"size\": " << cfg.validation.size << ", \"ellipses\": " << cfg.validation.ellipses << ", \"seed\": "
+     << cfg.validation.seed << ", \"sigma\": " << jnum(vs.sigma) << ", \"noisy_psnr_db\": " << jnum(vs.noisy_psnr)
+     << ", \"psnr_db\": " << jnum(final_psnr) << ", \"gain_db\": " << jnum(final_psnr - vs.noisy_psnr)
+     << ", \"psnr_db_before_encoding\": " << jnum(trained_psnr) << ", \"second_sigma\": " << jnum(cfg.validation.sigma_second)
+     << ", \"second_noisy_psnr_db\": " << jnum(second_noisy) << ", \"second_psnr_db\": " << jnum(second_psnr)
+     << ", \"second_gain_db\": " << jnum(second_psnr - second_noisy) << "},\n"
+     << "  \"encoding\": " << json_escape(cfg.output.encoding) << ",\n"
+     << "  \"precision\": " << json_escape(T.precision) << ",\n"
+     << "  \"train_seconds\": " << jnum(r.total_seconds) << ",\n"
+     << "  \"device\": " << json_escape(r.device) << ",\n"
+     << "  \"torch_version\": " << json_escape(TORCH_VERSION) << ",\n"
+     << "  \"git_commit\": " << json_escape(commit) << ",\n"
+     << "  \"date_utc\": " << json_escape(iso8601_utc_now()) << ",\n"
+     << "  \"config\": " << json_escape(cfg.to_toml()) << "\n"
+     << "}\n";
+  {
+    fs::path tmp = sidecar;
+    tmp += ".tmp";
+    std::ofstream o(tmp);
+    o << js.str();
+    o.close();
+    if (!o) throw Error("cannot write the sidecar " + sidecar.string());
+    fs::rename(tmp, sidecar);
+  }
+  if (cfg.output.progress) {
+    out << "done: " << s.step << " steps in " << human_seconds(r.total_seconds) << ", validation PSNR "
+        << fmt("%.2f", final_psnr) << " dB (noisy " << fmt("%.2f", vs.noisy_psnr) << " dB, gain "
+        << fmt("%+.2f", final_psnr - vs.noisy_psnr) << " dB";
+    if (encoding != nn::WeightEncoding::float32)
+      out << ", stored as " << cfg.output.encoding << "; " << fmt("%.2f", trained_psnr) << " dB before encoding";
+    out << ")\n";
+    if (cfg.validation.sigma_second > 0)
+      out << "  at sigma " << cfg.validation.sigma_second << ": validation PSNR " << fmt("%.2f", second_psnr) << " dB (noisy "
+          << fmt("%.2f", second_noisy) << " dB, gain " << fmt("%+.2f", second_psnr - second_noisy) << " dB)\n";
+    out
+        << "wrote " << cfg.output.weights << ", " << sidecar.string() << ", " << cfg.output.log << "\n";
+  }
+  return r;
+}
+
+}  // namespace pnp::training

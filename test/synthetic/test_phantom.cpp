@@ -1,0 +1,169 @@
+#include "pnp_test.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "pnp/core.hpp"
+#include "pnp/synthetic.hpp"
+
+namespace {
+// Value at pixel (i, j) of an n x n Shepp-Logan.
+float at(const std::vector<float>& img, int64_t n, int64_t i, int64_t j) { return img[static_cast<size_t>(i * n + j)]; }
+// Pixel index whose centre is nearest to coordinate v on an n-pixel axis.
+int64_t col_of(double x, int64_t n) { return static_cast<int64_t>(std::floor((x + 1.0) * n / 2.0)); }
+int64_t row_of(double y, int64_t n) { return static_cast<int64_t>(std::floor((1.0 - y) * n / 2.0)); }
+}  // namespace
+
+TEST_CASE("modified Shepp-Logan has 10 ellipses and values at known points") {
+  CHECK(pnp::shepp_logan_ellipses().size() == 10);
+  const int64_t n = 256;
+  auto img = pnp::shepp_logan(n);
+  REQUIRE(img.size() == static_cast<size_t>(n * n));
+  CHECK(at(img, n, 0, 0) == 0.0f);                                         // corner: outside the head
+  CHECK(at(img, n, row_of(0.0, n), col_of(0.0, n)) == doctest::Approx(0.2));   // brain: 1 - 0.8
+  CHECK(at(img, n, row_of(0.9, n), col_of(0.0, n)) == doctest::Approx(1.0));   // skull: ellipse 1 only
+  CHECK(at(img, n, row_of(0.35, n), col_of(0.0, n)) == doctest::Approx(0.3));  // ellipse 5
+  CHECK(at(img, n, row_of(-0.1, n), col_of(0.0, n)) == doctest::Approx(0.3));  // ellipse 7
+  CHECK(at(img, n, row_of(0.0, n), col_of(0.22, n)) == doctest::Approx(0.0).epsilon(1e-6));  // ellipse 3: 1-0.8-0.2
+  CHECK(at(img, n, row_of(0.0, n), col_of(-0.22, n)) == doctest::Approx(0.0).epsilon(1e-6)); // ellipse 4
+  auto [lo, hi] = std::minmax_element(img.begin(), img.end());
+  CHECK(*lo == 0.0f);
+  CHECK(*hi == 1.0f);
+}
+
+TEST_CASE("phantom is symmetric where the ellipses are") {
+  const int64_t n = 128;
+  auto img = pnp::shepp_logan(n);
+  // At y = 0.5 only ellipses 1, 2 and 5 are present, all symmetric about x = 0.
+  int64_t r = row_of(0.5, n);
+  for (int64_t j = 0; j < n; ++j) CHECK(at(img, n, r, j) == at(img, n, r, n - 1 - j));
+}
+
+TEST_CASE("supersampled raster of a disc has the right area") {
+  const int64_t n = 200;
+  auto img = pnp::rasterize({{1.0, 0.5, 0.5, 0.0, 0.0, 0.0}}, n, 4);
+  double area = 0;
+  for (float v : img) area += v;
+  area *= (2.0 / n) * (2.0 / n);
+  CHECK(area == doctest::Approx(M_PI * 0.25).epsilon(2e-3));
+}
+
+TEST_CASE("random ellipses are seeded and span [0, 1]") {
+  auto a = pnp::random_ellipse_image(64, 6, 42), b = pnp::random_ellipse_image(64, 6, 42),
+       c = pnp::random_ellipse_image(64, 6, 43);
+  CHECK(a == b);
+  CHECK(a != c);
+  auto [lo, hi] = std::minmax_element(a.begin(), a.end());
+  CHECK(*lo == 0.0f);
+  CHECK(*hi == 1.0f);
+}
+
+// ---- Training images: windows, polygons, textures, scenes ----
+
+namespace {
+std::vector<float> crop(const std::vector<float>& img, int64_t n, const pnp::Window& w) {
+  std::vector<float> out;
+  for (int64_t i = w.r0; i < w.r0 + w.rows; ++i)
+    for (int64_t j = w.c0; j < w.c0 + w.cols; ++j) out.push_back(img[static_cast<size_t>(i * n + j)]);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("rasterize_window equals rasterize on the whole image and crops it exactly") {
+  const int64_t n = 96;
+  auto e = pnp::random_ellipses(9, 7);
+  auto full = pnp::rasterize(e, n);
+  CHECK(pnp::rasterize_window(e, n, {0, 0, n, n}) == full);
+  pnp::Window w{13, 40, 37, 50};
+  CHECK(pnp::rasterize_window(e, n, w) == crop(full, n, w));
+  CHECK(pnp::rasterize_window(pnp::shepp_logan_ellipses(), 64, {0, 0, 64, 64}) == pnp::rasterize(pnp::shepp_logan_ellipses(), 64));
+  CHECK_THROWS_AS(pnp::rasterize_window(e, n, {90, 0, 10, 10}), pnp::InputError);
+}
+
+TEST_CASE("a square polygon covers its area; random polygons are seeded and inside the disc") {
+  const int64_t n = 200;
+  std::vector<float> img(static_cast<size_t>(n * n), 0.0f);
+  pnp::Polygon sq{2.0, {{-0.5, -0.5}, {0.5, -0.5}, {0.5, 0.5}, {-0.5, 0.5}}};
+  pnp::add_polygons(img, {sq}, n, {0, 0, n, n});
+  double area = 0;
+  for (float v : img) area += v / 2.0;
+  area *= (2.0 / n) * (2.0 / n);
+  CHECK(area == doctest::Approx(1.0).epsilon(1e-9));
+  auto a = pnp::random_polygons(5, 3), b = pnp::random_polygons(5, 3);
+  REQUIRE(a.size() == 5);
+  for (size_t k = 0; k < a.size(); ++k) {
+    CHECK(a[k].vertices == b[k].vertices);
+    CHECK(a[k].vertices.size() >= 3);
+    CHECK(a[k].vertices.size() <= 8);
+    for (const auto& v : a[k].vertices) CHECK(std::hypot(v[0], v[1]) <= 1.0);
+  }
+  // Window = crop of the full raster.
+  std::vector<float> full(static_cast<size_t>(64 * 64), 0.0f), part(static_cast<size_t>(20 * 30), 0.0f);
+  pnp::add_polygons(full, a, 64, {0, 0, 64, 64});
+  pnp::add_polygons(part, a, 64, {10, 20, 20, 30});
+  CHECK(part == crop(full, 64, {10, 20, 20, 30}));
+}
+
+TEST_CASE("smooth textures lie in [0, 1] and vary slowly") {
+  auto t = pnp::random_texture(5, 4.0, 11);
+  auto img = pnp::raster_texture(t, 128, {0, 0, 128, 128});
+  auto [lo, hi] = std::minmax_element(img.begin(), img.end());
+  CHECK(*lo >= 0.0f);
+  CHECK(*hi <= 1.0f);
+  CHECK(*hi - *lo > 0.1f);
+  double maxstep = 0;  // |f| <= 4 cycles per unit: a pixel step (2/128) changes it by <= 2 pi 4 (2/128) / 2
+  for (int64_t i = 0; i < 128; ++i)
+    for (int64_t j = 0; j + 1 < 128; ++j)
+      maxstep = std::max(maxstep, double(std::abs(img[size_t(i * 128 + j + 1)] - img[size_t(i * 128 + j)])));
+  CHECK(maxstep <= M_PI * 4 * (2.0 / 128) / 2 + 1e-6);
+}
+
+TEST_CASE("random scenes: seeded, in [0, 1], windows are crops, contrast varies") {
+  pnp::SceneOptions o;
+  const int64_t n = 128;
+  auto a = pnp::random_scene(n, 5, o, {0, 0, n, n});
+  CHECK(a == pnp::random_scene(n, 5, o, {0, 0, n, n}));
+  CHECK(a != pnp::random_scene(n, 6, o, {0, 0, n, n}));
+  pnp::Window w{30, 50, 64, 64};
+  CHECK(pnp::random_scene(n, 5, o, w) == crop(a, n, w));
+  double min_hi = 1, max_hi = 0, min_lo = 1;
+  for (uint64_t s = 0; s < 40; ++s) {
+    auto img = pnp::random_scene(64, s, o, {0, 0, 64, 64});
+    auto [lo, hi] = std::minmax_element(img.begin(), img.end());
+    CHECK(*lo >= 0.0f);
+    CHECK(*hi <= 1.0f);
+    CHECK(*hi - *lo > 0.0f);
+    min_hi = std::min(min_hi, double(*hi)), max_hi = std::max(max_hi, double(*hi)), min_lo = std::min(min_lo, double(*lo));
+  }
+  CHECK(max_hi - min_hi > 0.3);  // random contrast: peaks differ between scenes
+}
+
+TEST_CASE("rasterize (bounding boxes, threads) equals the plain per-pixel loop bitwise") {
+  // Every pixel, every ellipse, in order: the definition rasterize must reproduce exactly.
+  auto plain = [](const std::vector<pnp::Ellipse>& es, int64_t n, int s) {
+    std::vector<float> img(static_cast<size_t>(n * n), 0.0f);
+    const double h = 2.0 / static_cast<double>(n);
+    for (const auto& e : es) {
+      const double phi = e.phi_deg * M_PI / 180.0, c = std::cos(phi), sn = std::sin(phi);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          int inside = 0;
+          for (int si = 0; si < s; ++si)
+            for (int sj = 0; sj < s; ++sj) {
+              double x = -1.0 + h * (static_cast<double>(j) + (sj + 0.5) / s) - e.x0;
+              double y = 1.0 - h * (static_cast<double>(i) + (si + 0.5) / s) - e.y0;
+              double xr = x * c + y * sn, yr = -x * sn + y * c;
+              if ((xr * xr) / (e.a * e.a) + (yr * yr) / (e.b * e.b) <= 1.0) ++inside;
+            }
+          if (inside) img[static_cast<size_t>(i * n + j)] += static_cast<float>(e.value * inside / double(s * s));
+        }
+    }
+    return img;
+  };
+  auto es = pnp::shepp_logan_ellipses();
+  es.push_back({0.3, 0.4, 0.1, 0.9, -0.8, 33.0});  // partly outside the image, rotated
+  for (auto [n, s] : std::vector<std::pair<int64_t, int>>{{37, 3}, {256, 2}, {1100, 1}}) {  // 1100^2: threaded
+    CAPTURE(n);
+    CHECK(pnp::rasterize(es, n, s) == plain(es, n, s));
+  }
+}
