@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include <cmath>
+
+#include "pnp/device.hpp"
 #include "pnp/solver.hpp"
 
 namespace po = boost::program_options;
@@ -38,13 +41,29 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (output.empty()) throw pnp::InputError("--output is required (see --help)");
-    if (p.size < 8) throw pnp::InputError("--size must be at least 8");
-    if (p.angles < 1) throw pnp::InputError("--angles must be at least 1");
+    // The limits of pnp_recon's problem.size and problem.angles, and what the host can hold,
+    // before anything is allocated.
+    if (p.size < 8 || p.size > 65536) throw pnp::InputError("--size must be in [8, 65536], got " + std::to_string(p.size));
+    if (p.angles < 1 || p.angles > 100000)
+      throw pnp::InputError("--angles must be in [1, 100000], got " + std::to_string(p.angles));
+    if (p.detector < 0 || p.detector > 200000)
+      throw pnp::InputError("--detector must be in [0, 200000], got " + std::to_string(p.detector));
+    {
+      const double n = static_cast<double>(p.size), k = static_cast<double>(p.angles);
+      const double det = p.detector ? static_cast<double>(p.detector) : std::ceil(std::sqrt(2.0) * n);
+      const double need = 3 * 4 * n * n + 3 * 4 * k * det;  // phantom, its copies; sinogram and noise
+      if (need > pnp::host_memory_bytes())
+        throw pnp::InputError("a " + std::to_string(p.size) + "^2 phantom with " + std::to_string(p.angles) +
+                              " angles needs about " + pnp::human_bytes(need) + ", more than the " +
+                              pnp::human_bytes(pnp::host_memory_bytes()) + " this process may use");
+    }
+    if (!std::isfinite(p.noise_sigma) || p.noise_sigma < 0) throw pnp::InputError("--noise must be finite and >= 0");
     if (p.phantom != "shepp_logan" && p.phantom != "ellipses")
       throw pnp::InputError("--phantom must be shepp_logan or ellipses, got " + p.phantom);
-    if (device != "cpu" && device != "cuda") throw pnp::InputError("--device must be cpu or cuda");
+    const at::Device dev = pnp::parse_device(device, "--device");
+    pnp::io::check_output_path(output, force);
     pnp::io::AtomicOutput out(output, force);
-    auto s = pnp::simulate_sinogram(p, device == "cuda" ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
+    auto s = pnp::simulate_sinogram(p, dev);
     pnp::io::write_dxchange(out.file(), s);
     pnp::io::write_provenance(out.file(), pnp::basic_provenance("pnp_phantom"));
     pnp::io::write_attr(out.file(), "/", "phantom", p.phantom);

@@ -62,18 +62,33 @@ pnp_srun() {
   local ntasks=$1 nodes=$2
   shift 2
   pnp_log "srun -n $ntasks -N $nodes $*"
+  # --kill-on-bad-exit: a rank that fails ends the step at once (no rank left waiting).
   srun --nodes="$nodes" --ntasks="$ntasks" --ntasks-per-node="$(( (ntasks + nodes - 1) / nodes ))" \
-       --gpus-per-task=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --cpu-bind=cores "$@"
+       --gpus-per-task=1 --cpus-per-task="${SLURM_CPUS_PER_TASK:-1}" --cpu-bind=cores --kill-on-bad-exit=1 "$@"
 }
 
 PNP_FAILED=0
 
 # pnp_recon_run NTASKS NODES MODE OUTPUT: one pnp_recon run; a failure is logged and counted.
+# Checkpoint/restart: the sbatch scripts ask Slurm for SIGUSR1 before the time limit
+# (--signal=USR1@300) and allow a requeue. pnp_recon then writes a checkpoint and exits with 75;
+# this job requeues itself, and the requeued job skips the runs whose output exists and resumes
+# the interrupted one (--resume starts from the beginning when there is no checkpoint).
 pnp_recon_run() {
-  local ntasks=$1 nodes=$2 mode=$3 out=$4
-  if pnp_srun "$ntasks" "$nodes" pnp_recon "$PNP_CONFIG" \
-       --set compile.mode="$mode" --set compile.backend="$PNP_BACKEND" --output "$out"; then
+  local ntasks=$1 nodes=$2 mode=$3 out=$4 rc
+  if [[ -e $out ]]; then
+    pnp_log "skipped: $out exists (finished before a requeue)"
+    return
+  fi
+  pnp_srun "$ntasks" "$nodes" pnp_recon "$PNP_CONFIG" \
+    --set compile.mode="$mode" --set compile.backend="$PNP_BACKEND" --output "$out" --resume
+  rc=$?
+  if (( rc == 0 )); then
     pnp_log "wrote $out"
+  elif (( rc == 75 )); then
+    pnp_log "checkpointed $out after a signal; requeueing job ${SLURM_JOB_ID:-?}"
+    if [[ -n "${SLURM_JOB_ID:-}" ]] && command -v scontrol >/dev/null 2>&1; then scontrol requeue "$SLURM_JOB_ID"; fi
+    exit 75
   else
     pnp_log "error: pnp_recon failed: $ntasks GPUs, mode $mode ($out)"
     PNP_FAILED=$((PNP_FAILED + 1))

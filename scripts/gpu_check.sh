@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check tier: builds pnp on a GPU machine and checks what the CPU tests cannot, in
 # under 10 minutes on one H200. Ends with one line "N passed, M failed" (exit 1 if M > 0).
-#   scripts/gpu_check.sh [--no-build] [--out DIR]
+#   scripts/gpu_check.sh [--no-build] [--quick] [--out DIR]
+# --quick: test_solver and the native and NCCL runs only (no test_native/physics/nn, no inductor).
 #
 #  1. the GPU unit tests: test_native, test_physics, test_nn, test_solver (CUDA cases included);
 #  2. pnp_recon at 1024² with the shipped drunet_ct, TF32 off (compile.tf32 = false), in none,
@@ -19,10 +20,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 build=1
+quick=0
 out=${OUT:-gpu_check}
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) build=0 ;;
+    --quick) quick=1 ;;
     --out) out=$2; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -60,7 +63,9 @@ bin=build/gpu/bin
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
 
 # 1. GPU unit tests
-for t in test_native test_physics test_nn test_solver; do
+tests=(test_native test_physics test_nn test_solver)
+[ $quick = 1 ] && tests=(test_solver)
+for t in "${tests[@]}"; do
   if [ "$t" = test_solver ]; then cmd=(mpirun --allow-run-as-root -n 1 "$bin/$t"); else cmd=("$bin/$t"); fi
   "${cmd[@]}" >"$work/$t.log" 2>&1
   rc=$?
@@ -90,16 +95,21 @@ recon() {  # name, then --set overrides
 strict=(--set compile.tf32=false)
 recon none "${strict[@]}"
 for m in pre post fused; do recon "native_$m" --set compile.mode="\"$m\"" "${strict[@]}"; done
-for m in pre post fused; do
-  recon "inductor_$m" --set compile.mode="\"$m\"" --set compile.backend='"inductor"' "${strict[@]}"
-done
-recon native_pre_tf32 --set compile.mode='"pre"'
+names=(none native_pre native_post native_fused)
+if [ $quick = 0 ]; then
+  for m in pre post fused; do
+    recon "inductor_$m" --set compile.mode="\"$m\"" --set compile.backend='"inductor"' "${strict[@]}"
+  done
+  recon native_pre_tf32 --set compile.mode='"pre"'
+  names+=(inductor_pre inductor_post inductor_fused native_pre_tf32)
+fi
 for m in post fused; do
   recon "nccl_$m" --set compile.mode="\"$m\"" --set distributed.comm='"nccl"' "${strict[@]}"
   recon "nccl_${m}_uncaptured" --set compile.mode="\"$m\"" --set distributed.comm='"nccl"' \
     --set compile.cuda_graphs=false "${strict[@]}"
+  names+=("nccl_$m" "nccl_${m}_uncaptured")
 done
-$py test/gpu/check_gpu_recon.py --fbp "${fbp:-nan}" --dir "$work" >"$work/compare.log" 2>&1
+$py test/gpu/check_gpu_recon.py --fbp "${fbp:-nan}" --dir "$work" --names "${names[@]}" >"$work/compare.log" 2>&1
 rc=$?
 tee -a "$log" <"$work/compare.log"
 result "reconstructions: non-blank, modes and backends agree, captured NCCL equals uncaptured, bytes under capture" $rc

@@ -11,10 +11,22 @@
 # pre (native); its output (metrics per iteration, stable iteration time) is summarised by
 # test/gpu/quality_table.py into quality.csv and the log. The 4096² HDF5 outputs stay in a
 # scratch directory (too large to return); the log keeps every figure.
+# Stage 2 (--stage 2): the search for each denoiser's best setting within 30 s: DnCNN and
+# DRUNet with longer runs (85 iterations), relaxations 0.2 and 0.5, DRUNet at sigma 0.05 and
+# 0.08 and with an annealed sigma (denoiser.sigma_start); and at 1024² the annealed sigma in
+# pre, post and fused with TF32 off (they must agree: the sigma buffer under capture).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${OUT:-gpu_quality}
-[ "${1:-}" = --out ] && out=$2
+stage=1
+while [ $# -gt 0 ]; do
+  case $1 in
+    --out) out=$2; shift ;;
+    --stage) stage=$2; shift ;;
+    *) echo "error: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 mkdir -p "$out"
 work=$(mktemp -d)
 bin=build/gpu/bin
@@ -36,6 +48,43 @@ py=$PNP_PYTHON
     mpirun --allow-run-as-root -n 1 $bin/pnp_recon "$cfg" --output "$work/$name.h5" --force \
       --set output.progress=false "$@" 2>&1 | grep -E "final PSNR|error|stable" | tail -3
   }
+  if [ "$stage" = 2 ]; then
+    q=(--set solver.init='"fbp"' --set solver.metrics_every=5 --set compile.mode='"pre"')
+    dn=(--set denoiser.architecture='"dncnn"' --set denoiser.weights='"dncnn_ct"')
+    dr=(--set denoiser.architecture='"drunet"' --set denoiser.weights='"drunet_ct"')
+    relax() { echo --set solver.step_scale=1.9 --set solver.relaxation="$1"; }
+    # shellcheck disable=SC2046
+    {
+      run dncnn_ct_r0.2_85 "${q[@]}" "${dn[@]}" --set solver.iterations=85 $(relax 0.2)
+      run dncnn_ct_r0.5_85 "${q[@]}" "${dn[@]}" --set solver.iterations=85 $(relax 0.5)
+      run drunet_ct_s0.05_r0.2_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.05 --set solver.iterations=85 $(relax 0.2)
+      run drunet_ct_s0.05_r0.5_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.05 --set solver.iterations=85 $(relax 0.5)
+      run drunet_ct_s0.08_r0.5_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.08 --set solver.iterations=85 $(relax 0.5)
+      run drunet_ct_s0.08_study_60 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.08 --set solver.iterations=60
+      run drunet_ct_anneal0.15-0.02_study_60 "${q[@]}" "${dr[@]}" --set denoiser.sigma_start=0.15 \
+        --set denoiser.sigma=0.02 --set solver.iterations=60
+      run drunet_ct_anneal0.15-0.03_r0.5_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma_start=0.15 \
+        --set denoiser.sigma=0.03 --set solver.iterations=85 $(relax 0.5)
+    }
+    $py test/gpu/quality_table.py --fbp "$work/fbp.txt" --csv "$out/quality_stage2.csv" "$work"/*.h5
+    # The annealed sigma under capture, 1024², TF32 off: pre, post and fused must agree.
+    sed -e 's/^size = 4096/size = 1024/' -e 's/^init = "zeros"/init = "fbp"/' "$cfg" >"$work/c1024.toml"
+    for m in pre post fused; do
+      mpirun --allow-run-as-root -n 1 $bin/pnp_recon "$work/c1024.toml" --output "$work/anneal_$m.h5" --force \
+        --set output.progress=false --set compile.mode="\"$m\"" --set compile.tf32=false \
+        --set denoiser.sigma_start=0.15 --set denoiser.sigma=0.02 2>&1 | grep -E "final PSNR|error"
+    done
+    $py - "$work" <<'EOF2'
+import sys, h5py, numpy as np
+d = sys.argv[1]
+x = {m: h5py.File(f"{d}/anneal_{m}.h5")["/reconstruction"][()].astype(np.float64) for m in ("pre", "post", "fused")}
+s = h5py.File(f"{d}/anneal_post.h5")["/metrics/sigma"][()]
+for m in ("post", "fused"):
+    r = np.linalg.norm(x[m] - x["pre"]) / np.linalg.norm(x["pre"])
+    print(f"annealed sigma {s[0]:.3f} -> {s[-1]:.3f}: {m} vs pre relative difference {r:.2e}", "ok" if r < 1e-6 else "FAIL")
+EOF2
+    exit 0
+  fi
   # The study as configured (zeros start, 10 iterations, step 0.99/L, drunet_ct, sigma 0.01).
   for m in none pre post fused; do run "study_$m" --set compile.mode="\"$m\"" --set solver.metrics_every=1; done
   q=(--set solver.init='"fbp"' --set solver.metrics_every=5 --set compile.mode='"pre"')

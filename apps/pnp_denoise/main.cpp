@@ -105,7 +105,7 @@ int run(int argc, char** argv) {
   if (patch < 0) throw InputError("--patch must be >= 0, got " + std::to_string(patch));
   const at::Device device = parse_device(device_s, "--device");
   const at::ScalarType dtype = nn::parse_dtype(dtype_s, "--dtype");
-  io::check_output_path(output, overwrite);
+  io::check_output_path(output, overwrite, {input});
 
   const nn::Graph g = nn::build(spec);
   nn::Weights w = weights.empty() ? nn::init_weights(g, seed) : nn::load_weights(weights, g);
@@ -133,6 +133,24 @@ int run(int argc, char** argv) {
       dataset = all[0];
     }
     if (!io::exists(in, dataset)) throw InputError(input + " has no dataset " + dataset);
+    // The declared shape first: the network must take it, and the host must hold the input, the
+    // output and the denoiser's activations, before anything is read.
+    const auto declared = io::shape_of(in, dataset);
+    const auto dshape = nn::network_shape(declared, spec.dim, spec.in_channels);
+    nn::infer_output_shape(g, dshape);
+    double activations = 0;  // of the whole image; with --patch, of a patch (not counted: small)
+    if (patch == 0) {
+      std::vector<int64_t> one = dshape;
+      one[0] = 1;
+      activations = roofline::activation_memory(g, one, at::elementSize(dtype), roofline::ExecutorStyle::eager).peak_bytes;
+    }
+    double elements = 1;
+    for (auto v : declared) elements *= static_cast<double>(v);
+    const double need = 8.0 * elements + activations;
+    if (device.is_cpu() && need > host_memory_bytes())
+      throw InputError(input + ":" + dataset + " declares " + nn::shape_string(declared) + ": denoising it needs about " +
+                       human_bytes(need) + ", more than the " + human_bytes(host_memory_bytes()) +
+                       " this process may use (try --patch)");
     a = io::read<float>(in, dataset);
   }
   const auto nshape = nn::network_shape(a.shape, spec.dim, spec.in_channels);

@@ -26,7 +26,7 @@ const char* kUsage =
 Cli parse_cli(int argc, char** argv, int rank) {
   Cli cli;
   std::string output;
-  bool force = false;
+  bool force = false, resume = false;
   po::options_description opts("Options");
   opts.add_options()("help,h", "print this help and exit")(
       "help-config", "print every configuration key with its default, type, range and meaning")(
@@ -35,6 +35,9 @@ Cli parse_cli(int argc, char** argv, int rank) {
       "validated like the file (repeatable)")("output,o", po::value<std::string>(&output),
                                               "output HDF5 file (overrides output.file)")(
       "force,f", po::bool_switch(&force), "overwrite an existing output file")(
+      "resume", po::bool_switch(&resume),
+      "continue from output.checkpoint when it exists (= --set output.resume=true); it must come from the same "
+      "configuration and rank count")(
       "dry-run,n", po::bool_switch(&cli.dry_run),
       "print the plan (problem size, ranks, tiles, halo, memory per rank, compile mode and backend) and exit")(
       "print-config", po::bool_switch(&cli.print_config), "print the effective configuration as TOML and exit")(
@@ -47,7 +50,9 @@ Cli parse_cli(int argc, char** argv, int rank) {
   if (vm.count("help")) {
     if (rank == 0)
       std::cout << kUsage << "\n" << opts
-                << "\nExit codes: 0 success, 2 bad configuration, command line or input file, 1 other failure.\n"
+                << "\nExit codes: 0 success, 2 bad configuration, command line or input file, 1 other failure\n"
+                   "(also a rank that makes no progress for distributed.timeout_s), 75 stopped with a checkpoint\n"
+                   "after SIGTERM or SIGUSR1 or at output.stop_after (resume with --resume).\n"
                    "Every rank prints one `error: ...` line on failure; no rank is left waiting.\n"
                    "Configuration: TOML sections [problem] [solver] [denoiser] [compile] [distributed]\n"
                    "[output]; see --help-config. Example: mpirun -n 2 pnp_recon input/demo.toml\n";
@@ -66,8 +71,12 @@ Cli parse_cli(int argc, char** argv, int rank) {
   }
   cli.exit_now = false;
   if (cli.config.empty()) throw InputError("no configuration file given (usage: pnp_recon CONFIG.toml; see --help)");
-  if (!output.empty()) cli.sets.push_back("output.file=\"" + output + "\"");
+  if (vm.count("output")) {
+    if (output.empty()) throw InputError("--output: the output file name is empty");
+    cli.sets.push_back("output.file=\"" + output + "\"");
+  }
   if (force) cli.sets.push_back("output.force=true");
+  if (resume) cli.sets.push_back("output.resume=true");
   return cli;
 }
 

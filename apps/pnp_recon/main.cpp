@@ -1,6 +1,7 @@
 // pnp_recon: the MPI-launched solver. The command line (cli.cpp), a pnp::Reconstruction (set-up,
 // run, gather: the library), the output file (output.cpp) and the terminal report (report.cpp).
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "output.hpp"
 #include "pnp/device.hpp"
 #include "pnp/solver.hpp"
+#include "pnp/watchdog.hpp"
 #include "report.hpp"
 
 using namespace pnp;
@@ -26,6 +28,9 @@ int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   MpiSession mpi(argc, argv);
   const int rank = mpi.rank();
+  // From the start: a rank that never reaches the first collective ends the job too.
+  Watchdog::arm(Config{}.distributed.timeout_s, rank);
+  StopRequest::install();
   recon::Cli cli;
   Config cfg;
   try {
@@ -37,6 +42,7 @@ int main(int argc, char** argv) {
     return report(e);
   }
   if (cli.exit_now) return 0;
+  Watchdog::arm(cfg.distributed.timeout_s, rank);
   if (cli.print_config) {
     if (rank == 0) std::cout << cfg.to_toml();
     return 0;
@@ -44,9 +50,17 @@ int main(int argc, char** argv) {
 
   ReconstructionPlan plan;
   try {
-    plan = Reconstruction::plan(cfg, MPI_COMM_WORLD, mpi.local_rank());
+    plan = Reconstruction::plan(cfg, MPI_COMM_WORLD, mpi.local_rank(), mpi.local_size());
     collectively(MPI_COMM_WORLD, [&] {
-      if (rank == 0 && !cli.dry_run && !cli.check_compile) io::check_output_path(cfg.output.file, cfg.output.force);
+      if (rank != 0 || cli.dry_run || cli.check_compile) return;
+      // Before any work: where the result and the checkpoint go must be writable, and neither
+      // may be an input, not even with --force.
+      std::vector<std::filesystem::path> inputs{cli.config};
+      if (!cfg.problem.sinogram.empty()) inputs.emplace_back(cfg.problem.sinogram);
+      if (!cfg.denoiser.weights.empty()) inputs.emplace_back(resolve_weights(cfg.denoiser.weights));
+      io::check_output_path(cfg.output.file, cfg.output.force, inputs);
+      inputs.emplace_back(cfg.output.file);
+      io::check_output_path(cfg.output.checkpoint_path(), /*overwrite=*/true, inputs);
     });
     if (cli.check_compile) {
       bool ok = false;
@@ -77,7 +91,7 @@ int main(int argc, char** argv) {
     std::printf("pnp_recon: %lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
                 (long long)decomp.n, (long long)decomp.n, (long long)run->problem().geom.n_angles(),
                 cfg.denoiser.architecture.c_str(), run->comm().size(), run->device().is_cuda() ? "CUDA" : "CPU",
-                run->comm().backend().c_str(), cfg.compile.mode.c_str(), cfg.compile.backend.c_str(),
+                run->comm().choice().c_str(), cfg.compile.mode.c_str(), cfg.compile.backend.c_str(),
                 (long long)decomp.halo);
     std::fflush(stdout);
   }
@@ -85,12 +99,17 @@ int main(int argc, char** argv) {
   // From here on a failure on one rank may leave others inside a collective: abort the job.
   try {
     const PnpRecord rec = run->run();
+    if (rec.stopped) return kExitCheckpointed;
     const GatheredRecord g = run->gather(rec);
     if (rank == 0) {
       recon::print_phase_table(g, run->comm().size(), cfg.solver.stable_window, static_cast<int64_t>(rec.total.size()));
       recon::print_summary(cfg, rec, g, run->device());
       recon::write_output(cfg, decomp, run->comm(), run->problem(), rec, g, run->device());
       std::printf("wrote %s\n", cfg.output.file.c_str());
+      // The run is complete: a checkpoint left from an interrupted segment is stale now.
+      std::error_code ec;
+      if (std::filesystem::remove(cfg.output.checkpoint_path(), ec))
+        std::printf("removed the checkpoint %s (the run is complete)\n", cfg.output.checkpoint_path().c_str());
     }
   } catch (const std::exception& e) {
     abort_job(e.what(), dynamic_cast<const InputError*>(&e) ? 2 : 1);

@@ -106,6 +106,10 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
             "halo-exchange and allreduce payload sent by each rank in each iteration (metrics excluded)");
   io::write(f, "/metrics/psnr", rec.psnr.data(), {iters}, "dB",
             "PSNR of the iterate after each iteration against the ground truth (data range); NaN where not computed");
+  io::write_strings(f, "/provenance/segments", rec.segments,
+                    "the runs that made the iterations (a resumed run adds one line per segment)");
+  io::write(f, "/metrics/sigma", rec.sigma.data(), {iters}, "1",
+            "the denoiser's sigma in each iteration (denoiser.sigma, or annealed from denoiser.sigma_start)");
   io::write(f, "/metrics/ssim", rec.ssim.data(), {iters}, "1",
             "SSIM of the iterate after each iteration against the ground truth (Gaussian window 11, sigma 1.5, "
             "data range of the truth, as skimage.metrics.structural_similarity); NaN where not computed");

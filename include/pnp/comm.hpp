@@ -47,6 +47,13 @@ class CollectiveError : public Error {
 // Use it around setup steps so that no rank is left waiting in a later collective.
 void collectively(MPI_Comm comm, const std::function<void()>& fn);
 
+// Every rank passes `text`, its view of something all ranks must share (the effective
+// configuration, the identity of the input files, the backend). When the texts differ, every
+// rank throws CollectiveError (an input error) naming the first rank and line that differ from
+// rank 0's ("rank 1's configuration differs from rank 0's at 'iterations = 5' (rank 0:
+// 'iterations = 10')"). Two allreduces of a hash when they agree.
+void agree(MPI_Comm comm, const std::string& text, const std::string& what);
+
 // Prints "error: <msg>" and aborts the whole job: for failures inside the solver loop,
 // where other ranks may be blocked in a collective.
 [[noreturn]] void abort_job(const std::string& msg, int code);
@@ -82,6 +89,10 @@ class Communicator {
   // returns an undefined tensor on the other ranks.
   virtual at::Tensor gather_tiles(const at::Tensor& own, const Decomposition& d);
 
+  // What make_communicator chose and why ("nccl (auto: 2 ranks on 2 distinct GPUs)").
+  const std::string& choice() const { return choice_; }
+  void set_choice(std::string c) { choice_ = std::move(c); }
+
   // Bytes this rank sent since construction (halo and allreduce payloads).
   int64_t bytes_sent() const { return bytes_sent_; }
 
@@ -94,7 +105,12 @@ class Communicator {
   explicit Communicator(MPI_Comm comm) : comm_(comm) {}
   MPI_Comm comm_;
   int64_t bytes_sent_ = 0;
+  std::string choice_;
 };
+
+// Gathers `mine` ([k] values of this rank) into [k x ranks] (row-major) on rank 0; an empty
+// vector on the other ranks.
+std::vector<double> gather_columns(const Communicator& comm, const std::vector<double>& mine);
 
 // The NCCL version this build links ("2.27.7"), or "none".
 std::string nccl_version();
@@ -106,7 +122,10 @@ void set_mpi_max_count(int64_t elements);
 
 // kind: "mpi", "nccl" or "auto" (NCCL when the device is CUDA, NCCL is built in and each rank
 // of the node has its own GPU; otherwise MPI, host-staged for CUDA tensors).
+// Collective: the ranks compare their (host, GPU UUID) and decide together (see comm_mpi.cpp);
+// choice() says what was chosen and why. An NCCL initialisation that fails or hangs longer
+// than nccl_timeout_s on any rank is an error on every rank.
 std::unique_ptr<Communicator> make_communicator(const std::string& kind, MPI_Comm comm, at::Device device,
-                                                int local_size, int device_count);
+                                                int local_size, int device_count, double nccl_timeout_s = 600);
 
 }  // namespace pnp

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,7 @@ struct DenoiserConfig {
   int64_t dim = 2;
   int64_t channels = 1;
   double sigma = 0.01;
+  double sigma_start = 0.0;           // > 0: sigma falls geometrically from this (iteration 1) to `sigma` (the last)
   std::string weights;                // HDF5 path or shipped model name; empty = seeded random init
   int64_t seed = 0;
   std::string precision = "fp32";     // fp32 | bf16
@@ -71,12 +73,18 @@ struct DistributedConfig {
   int64_t halo = 0;                     // 0 = receptive radius (exact)
   std::string comm = "auto";            // auto | nccl | mpi
   std::string device = "auto";          // auto | cpu | cuda
+  double timeout_s = 1200;              // watchdog: end the job after this long without progress; 0 = off
 };
 
 struct OutputConfig {
   std::string file = "pnp_recon.h5";
   bool force = false;
   bool progress = true;
+  std::string checkpoint;             // checkpoint file; empty = <file>.checkpoint.h5
+  int64_t checkpoint_every = 0;       // write the checkpoint every this many iterations; 0 = only on a signal
+  bool resume = false;                // continue from the checkpoint when it exists
+  int64_t stop_after = 0;             // checkpoint and stop (exit 75) after this iteration; 0 = run to the end
+  std::string checkpoint_path() const { return checkpoint.empty() ? file + ".checkpoint.h5" : checkpoint; }
 };
 
 struct Config {
@@ -86,6 +94,9 @@ struct Config {
   CompileConfig compile;
   DistributedConfig distributed;
   OutputConfig output;
+  // The keys the file or a --set gave ("problem.size", ...); the others hold their defaults.
+  std::set<std::string> given;
+  bool is_given(const std::string& key) const { return given.count(key) > 0; }
 
   // The effective configuration as TOML text (every key, in schema order); parsing it
   // back gives the same Config.

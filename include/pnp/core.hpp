@@ -46,8 +46,25 @@ std::string human_bytes(double bytes);
 // "12.34 ms", "1.23 s", "2.5 min" or "3.1 h"; "-" for NaN.
 std::string human_seconds(double seconds);
 
-// 64-bit FNV-1a of the bytes of s, as 16 lowercase hex digits (content hashes, cache keys).
+// 64-bit FNV-1a of the bytes of s, and as 16 lowercase hex digits (content hashes, cache keys).
+uint64_t fnv1a(std::string_view s);
 std::string fnv1a_hex(std::string_view s);
+// The splitmix64 finaliser (Steele et al.): a bijective 64-bit mix, for seeds derived from
+// (seed, index) pairs that must not depend on the standard library.
+constexpr uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// An input file that must exist and be a regular file: "" when it is, else the reason it is
+// not ("file not found", "is a directory", "too many levels of symbolic links", "file name too
+// long", "permission denied", ...), without throwing.
+std::string input_file_problem(const std::string& path);
+// The host memory this process may use, in bytes: the smaller of the physical memory and the
+// address-space and data limits (ulimit -v / -d); what declared sizes are checked against.
+double host_memory_bytes();
 
 // Build and runtime provenance written into every output file.
 struct Provenance {

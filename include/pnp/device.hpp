@@ -22,6 +22,10 @@ c10::Device concrete_device(c10::Device d);
 // and a reset of that peak.
 int64_t device_peak_bytes(c10::Device d);
 void reset_device_peak(c10::Device d);
+// A CUDA device's UUID as hex digits (stable whatever CUDA_VISIBLE_DEVICES numbers it); "cpu".
+std::string device_uuid(c10::Device d);
+// Total memory of a CUDA device in bytes (0 on CPU).
+int64_t device_total_bytes(c10::Device d);
 // Device name ("NVIDIA H200", or "cpu").
 std::string device_name(c10::Device d);
 // Number of CUDA devices this process sees (0 without CUDA).

@@ -135,8 +135,11 @@ class AtomicOutput {
   H5File file_;
   bool committed_ = false;
 };
-// Throws InputError if `path` exists and `overwrite` is false (checked before long runs start).
-void check_output_path(const std::filesystem::path& path, bool overwrite);
+// Checked before long runs start; throws InputError unless `path` can be written: a non-empty
+// name, not a directory, no existing file unless `overwrite`, its directory exists and is
+// writable (probed with a temporary file), and it is none of `inputs` (not even with overwrite).
+void check_output_path(const std::filesystem::path& path, bool overwrite,
+                       const std::vector<std::filesystem::path>& inputs = {});
 
 // A sinogram in the DXchange layout: data [angles, detector] float32, theta in degrees,
 // optional ground truth image [N, N].
@@ -150,7 +153,24 @@ struct DxchangePaths {
   std::string theta = "/exchange/theta";
   std::string ground_truth = "/exchange/ground_truth";
 };
-Sinogram read_dxchange(const std::filesystem::path& path, const DxchangePaths& paths = {});
+// The declared shapes of a DXchange file, read without its data (and validated: data
+// [K, D] non-empty, theta [K], ground truth [N, N]).
+struct DxchangeShapes {
+  std::vector<int64_t> data, theta, ground_truth;
+  bool has_theta = false, has_truth = false;
+};
+DxchangeShapes read_dxchange_shapes(const std::filesystem::path& path, const DxchangePaths& paths = {});
+// What the reader checks the declared shapes against before it reads: 0 = anything.
+struct DxchangeExpect {
+  int64_t angles = 0, detector = 0, size = 0;
+  double max_bytes = 0;  // the data it may allocate
+  std::string source;    // where the expectations come from, for messages ("problem.size = 512")
+};
+// Reads the data (float32), theta (degrees) and ground truth; every value must be finite.
+// InputError naming the file and dataset for a declared shape that does not fit `expect`, a
+// non-finite value, or a group where a dataset belongs.
+Sinogram read_dxchange(const std::filesystem::path& path, const DxchangePaths& paths = {},
+                       const DxchangeExpect& expect = {});
 void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths = {});
 
 // Root provenance attributes of every pnp output file (docs/output_schema.md).

@@ -43,7 +43,13 @@ struct Problem {
 
 // Simulates the study's data on one process: phantom, y = A x + noise_sigma * max|Ax| * n.
 io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
-// Loads (problem.sinogram) or simulates the data; identical on every rank.
+// With a problem.sinogram: problem.size, angles and detector from the file's declared shapes
+// where the configuration leaves them open (Config::given), checked where it gives them
+// (InputError naming both). Reads no data.
+void resolve_problem_sizes(Config& cfg);
+// Loads (problem.sinogram) or simulates the data; identical on every rank. The file's declared
+// shapes are checked against cfg and the host memory before anything is read, and every value
+// must be finite.
 Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device);
 
 // ---- Denoiser ---------------------------------------------------------------------------
@@ -123,6 +129,7 @@ struct PnpRecord {
   std::vector<double> region_denoise;      // [iteration] HALO..CLAMP as one region; NaN inside a fused graph
   bool graphs_captured = false;            // post/fused on CUDA: regions replayed as CUDA graphs
   std::vector<double> psnr, ssim, residual;  // [iteration], NaN where not computed (same on all ranks)
+  std::vector<double> sigma;               // [iteration] the denoiser's sigma (denoiser.sigma_start: annealed)
   double first_iteration = 0;              // wall seconds incl. setup, step-size estimate and iteration 1
   double compile_seconds = 0;              // native compile (all shapes) + region capture
   double step = 0;
@@ -134,12 +141,26 @@ struct PnpRecord {
   // a replayed graph sends what its capture recorded.
   std::vector<double> bytes_per_iteration;
   MemoryPlan memory;                       // the estimate, and the patch size the denoiser ran with
+  // Checkpoint/restart: the run stopped early with a checkpoint (a signal, output.stop_after)
+  // after `done` iterations; `segments` lists the runs that made the iterations so far.
+  bool stopped = false;
+  int64_t done = 0;
+  int stop_signal = 0;
+  std::vector<std::string> segments;
 };
+
+struct Checkpoint;  // src/solver/checkpoint.hpp
+
+// The denoiser's sigma in iteration it (0-based) of `iterations`: denoiser.sigma, or, with
+// denoiser.sigma_start > 0, sigma_start * (sigma / sigma_start)^(it / (iterations - 1)).
+double sigma_at(const DenoiserConfig& c, int64_t it, int64_t iterations);
 
 // Runs the PnP loop on this rank. `setup_seconds` is the time spent before the call (it is
 // part of the first iteration's wall time).
+// With `resume`, continues from a checkpoint read at set-up (Reconstruction does this for
+// output.resume): the same iterations follow, bitwise the same on the CPU.
 PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob,
-                  Denoiser& den, at::Device device, double setup_seconds);
+                  Denoiser& den, at::Device device, double setup_seconds, const Checkpoint* resume = nullptr);
 
 // ---- A whole reconstruction -------------------------------------------------------------
 
@@ -180,7 +201,8 @@ class Reconstruction {
  public:
   // Stage 1: device, graph, decomposition and memory plans, validated (InputError when a
   // memory limit cannot be met, a tile is impossible, ...).
-  static ReconstructionPlan plan(const Config& cfg, MPI_Comm world, int local_rank);
+  // First, every rank must hold the same configuration and see the same input files (agree()).
+  static ReconstructionPlan plan(const Config& cfg, MPI_Comm world, int local_rank, int local_size);
   // Stage 2: the communicator, the data and the denoiser. `t0` is when the program started
   // (the first iteration's wall time counts from it).
   static Reconstruction setup(ReconstructionPlan plan, MPI_Comm world, int local_size,
@@ -204,6 +226,7 @@ class Reconstruction {
   std::unique_ptr<Communicator> comm_;
   Problem prob_;
   Denoiser den_;
+  std::shared_ptr<Checkpoint> resume_;  // output.resume with an existing checkpoint
   double setup_seconds_ = 0;
   std::chrono::steady_clock::time_point t0_;
 };

@@ -16,9 +16,14 @@
 
 namespace pnp {
 
+// Per-phase timing of the PnP loop with device events (CUDA) or the host clock (CPU), without
+// host synchronisation inside the loop. Events are resolved as the loop goes: an iteration's
+// events are turned into seconds (and released) once the loop is `lag` iterations past it,
+// waiting for them only if the device is that far behind; so the events alive never exceed
+// lag + 1 iterations' worth, however long the run.
 class PhaseTimer {
  public:
-  PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations);
+  PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations, int64_t lag = 16);
   const std::vector<std::string>& phases() const { return phases_; }
   int phase_index(const std::string& name) const;
 
@@ -26,15 +31,20 @@ class PhaseTimer {
   void start(int phase);
   void stop(int phase);
   void end_iteration();
-  // Waits for the device and turns events into seconds. Call once, after the loop.
+  // Resolves every iteration up to and including `it` (waits for its events).
+  void resolve_through(int64_t it);
+  // Resolves the rest. Call once, after the loop.
   void finish();
 
-  // [iterations][phase] seconds, after finish(). The "total" of an iteration is the time
-  // from its begin to its end event (device time, including gaps between kernels).
+  // [iterations][phase] seconds of resolved iterations (0 for phases not timed in it). The
+  // "total" of an iteration is the time from its begin to its end event (device time,
+  // including gaps between kernels).
   double seconds(int64_t it, int phase) const { return secs_[static_cast<size_t>(it)][static_cast<size_t>(phase)]; }
   double total(int64_t it) const { return totals_[static_cast<size_t>(it)]; }
   double wall(int64_t it) const { return walls_[static_cast<size_t>(it)]; }  // host clock
   int64_t iterations() const { return iterations_; }
+  // Iterations whose events are still held (for tests of the bound).
+  size_t pending() const { return marks_.size(); }
   // Peak device memory (bytes) since construction, and the peak during each phase over all
   // iterations; 0 on CPU.
   int64_t peak_bytes() const { return peak_; }
@@ -46,16 +56,20 @@ class PhaseTimer {
     std::unique_ptr<c10::Event> ev;
     Clock::time_point host;
   };
+  struct Marks {
+    int64_t it = 0;
+    std::vector<Mark> starts, stops;  // [phase]
+    Mark begin, end;
+  };
   Mark mark();
   double between(const Mark& a, const Mark& b) const;
   void sample_peak();
+  void resolve(Marks& m);
 
   c10::Device device_;
   std::vector<std::string> phases_;
-  int64_t iterations_;
-  int64_t it_ = -1;
-  std::vector<std::vector<Mark>> starts_, stops_;  // [it][phase]
-  std::vector<Mark> it_begin_, it_end_;
+  int64_t iterations_, lag_;
+  std::vector<Marks> marks_;  // the unresolved iterations, oldest first
   std::vector<std::vector<double>> secs_;
   std::vector<double> totals_, walls_;
   int64_t peak_ = 0;

@@ -10,6 +10,6 @@ namespace pnp {
 at::Tensor box_view(const at::Tensor& ext, const Box& ext_box, const Box& b);
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm);
 #ifdef PNP_HAVE_NCCL
-std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, at::Device device);
+std::unique_ptr<Communicator> make_nccl_communicator(MPI_Comm comm, at::Device device, double timeout_s);
 #endif
 }  // namespace pnp

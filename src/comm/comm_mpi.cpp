@@ -5,7 +5,12 @@
 #include <limits>
 #include <vector>
 
+#include <unistd.h>
+
+#include <map>
+
 #include "comm_internal.hpp"
+#include "pnp/device.hpp"
 
 #ifdef PNP_HAVE_NCCL
 #include <nccl.h>
@@ -170,6 +175,20 @@ at::Tensor Communicator::gather_tiles(const at::Tensor& own, const Decomposition
   return img;
 }
 
+std::vector<double> gather_columns(const Communicator& comm, const std::vector<double>& mine) {
+  const int r = comm.rank(), s = comm.size();
+  std::vector<double> all(r == 0 ? mine.size() * size_t(s) : 0);
+  check_mpi(MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
+                       MPI_DOUBLE, 0, comm.mpi_comm()),
+            "MPI_Gather (records)");
+  if (r != 0) return {};
+  std::vector<double> out(all.size());
+  const size_t it = mine.size();
+  for (size_t q = 0; q < size_t(s); ++q)
+    for (size_t i = 0; i < it; ++i) out[i * size_t(s) + q] = all[q * it + i];
+  return out;
+}
+
 std::string nccl_version() {
 #ifdef PNP_HAVE_NCCL
   return std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
@@ -183,24 +202,55 @@ void set_mpi_max_count(int64_t n) { g_max_count = std::max<int64_t>(1, std::min<
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) { return std::make_unique<MpiCommunicator>(comm); }
 
 std::unique_ptr<Communicator> make_communicator(const std::string& kind, MPI_Comm comm, at::Device device,
-                                                int local_size, int device_count) {
-  bool cuda = device.is_cuda();
-  [[maybe_unused]] const bool own_gpu = cuda && local_size <= device_count;
+                                                int /*local_size*/, int /*device_count*/, double nccl_timeout_s) {
+  // The choice is made once, from every rank's (host, GPU UUID), identically on all ranks:
+  // NCCL needs one distinct GPU per rank (ranks sharing a GPU, or a CPU rank, mean MPI). This
+  // holds under Slurm's --gpus-per-task=1 too, where every rank sees only "its" device 0.
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  constexpr int kLen = 160;
+  char host[64] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string me = std::string(host) + " " + (device.is_cuda() ? device_uuid(device) : std::string("cpu"));
+  std::vector<char> buf(kLen, 0), all(static_cast<size_t>(kLen) * static_cast<size_t>(size), 0);
+  std::copy_n(me.begin(), std::min<size_t>(me.size(), kLen - 1), buf.begin());
+  check_mpi(MPI_Allgather(buf.data(), kLen, MPI_CHAR, all.data(), kLen, MPI_CHAR, comm), "MPI_Allgather (devices)");
+  std::map<std::string, int> first_rank;
+  bool cpu = false;
+  std::string shared;
+  for (int q = 0; q < size; ++q) {
+    const std::string who(&all[static_cast<size_t>(q) * kLen]);
+    if (who.size() >= 4 && who.compare(who.size() - 4, 4, " cpu") == 0) cpu = true;
+    auto [it, fresh] = first_rank.emplace(who, q);
+    if (!fresh && shared.empty())
+      shared = "ranks " + std::to_string(it->second) + " and " + std::to_string(q) + " share GPU " + who;
+  }
+  const bool one_gpu_each = !cpu && shared.empty();
+  auto note = [&](std::unique_ptr<Communicator> c, const std::string& why) {
+    c->set_choice(c->backend() + " (" + why + ")");
+    return c;
+  };
   if (kind == "nccl") {
-    if (!cuda) throw InputError("distributed.comm = \"nccl\" needs distributed.device = \"cuda\"");
+    if (cpu) throw InputError("distributed.comm = \"nccl\" needs every rank on a GPU (distributed.device = \"cuda\")");
 #ifndef PNP_HAVE_NCCL
     throw InputError("distributed.comm = \"nccl\": this build has no NCCL (configure with CUDA and libnccl-dev)");
 #else
-    if (!own_gpu)
-      throw InputError("distributed.comm = \"nccl\" needs one GPU per rank: " + std::to_string(local_size) +
-                       " ranks share " + std::to_string(device_count) + " GPUs on this node; use comm = \"mpi\"");
-    return make_nccl_communicator(comm, device);
+    if (!one_gpu_each) throw InputError("distributed.comm = \"nccl\" needs one GPU per rank, but " + shared + "; use comm = \"mpi\"");
+    return note(make_nccl_communicator(comm, device, nccl_timeout_s), std::to_string(size) + " ranks on " +
+                                                                           std::to_string(size) + " distinct GPUs");
 #endif
   }
 #ifdef PNP_HAVE_NCCL
-  if (kind == "auto" && own_gpu) return make_nccl_communicator(comm, device);
+  if (kind == "auto" && one_gpu_each)
+    return note(make_nccl_communicator(comm, device, nccl_timeout_s),
+                "auto: " + std::to_string(size) + " ranks on " + std::to_string(size) + " distinct GPUs");
 #endif
-  return make_mpi_communicator(comm);
+  const std::string why = kind == "mpi" ? "distributed.comm = \"mpi\""
+                          : cpu         ? "auto: CPU ranks"
+                          : !shared.empty() ? "auto: " + shared
+                                            : "auto: this build has no NCCL";
+  return note(make_mpi_communicator(comm), why);
 }
 
 }  // namespace pnp

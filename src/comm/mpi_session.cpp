@@ -55,6 +55,45 @@ void collectively(MPI_Comm comm, const std::function<void()>& fn) {
   throw CollectiveError(text, kind == 1);
 }
 
+void agree(MPI_Comm comm, const std::string& text, const std::string& what) {
+  const uint64_t h = fnv1a(text);
+  uint64_t lo = 0, hi = 0;
+  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, comm);
+  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, comm);
+  if (lo == hi) return;
+  // They differ: rank 0's text to everyone, each rank finds its first differing line.
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  int len = static_cast<int>(text.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+  std::string ref(static_cast<size_t>(len), '\0');
+  if (rank == 0) ref = text;
+  MPI_Bcast(ref.data(), len, MPI_CHAR, 0, comm);
+  collectively(comm, [&] {
+    if (text == ref) return;
+    auto lines = [](const std::string& t) {
+      std::vector<std::string> v;
+      size_t a = 0;
+      while (a <= t.size()) {
+        const size_t b = t.find('\n', a);
+        v.push_back(t.substr(a, b == std::string::npos ? std::string::npos : b - a));
+        if (b == std::string::npos) break;
+        a = b + 1;
+      }
+      return v;
+    };
+    const auto mine = lines(text), theirs = lines(ref);
+    size_t i = 0;
+    while (i < mine.size() && i < theirs.size() && mine[i] == theirs[i]) ++i;
+    const std::string a = i < mine.size() ? mine[i] : "(end)", b = i < theirs.size() ? theirs[i] : "(end)";
+    throw InputError("rank " + std::to_string(rank) + "'s " + what + " differs from rank 0's at '" + a +
+                     "' (rank 0: '" + b + "'); every rank must run the same configuration on the same inputs");
+  });
+  // Some rank saw a difference but collectively did not throw here: cannot happen (the hashes
+  // differ only if some text differs from rank 0's), but never return as if all agreed.
+  throw CollectiveError(what + " differs between ranks", true);
+}
+
 void abort_job(const std::string& msg, int code) {
   int rank = 0, init = 0;
   MPI_Initialized(&init);

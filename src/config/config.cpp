@@ -14,8 +14,16 @@ void validate(const Config& c, const std::string& source) {
     throw InputError(source + ": solver.clamp_min must be below solver.clamp_max with clamp = \"fixed\"");
   if (c.denoiser.patch_size > 0 && c.denoiser.patch_overlap * 2 >= c.denoiser.patch_size)
     throw InputError(source + ": denoiser.patch_overlap must be less than half of denoiser.patch_size");
-  if (c.denoiser.dim == 3 && c.distributed.decomposition == "grid")
-    throw InputError(source + ": distributed.decomposition = \"grid\" needs a 2D denoiser (denoiser.dim = 2)");
+  // The solver reconstructs 2D single-channel CT images: other denoisers would fail inside the
+  // loop, so they are refused here (they run in pnp_denoise and pnp_bench).
+  if (c.denoiser.dim != 2)
+    throw InputError(source + ": denoiser.dim = " + std::to_string(c.denoiser.dim) +
+                     ": pnp_recon reconstructs 2D images, so the denoiser must be 2D (3D denoisers run in "
+                     "pnp_denoise and pnp_bench)");
+  if (c.denoiser.channels != 1)
+    throw InputError(source + ": denoiser.channels = " + std::to_string(c.denoiser.channels) +
+                     ": a CT image has one channel, so the denoiser must take 1");
+
 }
 
 const std::vector<std::string> kSections = {"problem", "solver", "denoiser", "compile", "distributed", "output"};
@@ -51,7 +59,8 @@ const Schema<Config>& schema() {
       choice_field<C>("denoiser", "architecture", PNP_MEMBER(C, denoiser.architecture), {"drunet", "dncnn", "unet", "identity"}, "denoiser network (identity = plain gradient descent)"),
       int_field<C>("denoiser", "dim", PNP_MEMBER(C, denoiser.dim), 2, 3, "2D or 3D network"),
       int_field<C>("denoiser", "channels", PNP_MEMBER(C, denoiser.channels), 1, 64, "image channels"),
-      float_field<C>("denoiser", "sigma", PNP_MEMBER(C, denoiser.sigma), 0.0, 10.0, "noise level given to the denoiser (study: 0.01)"),
+      float_field<C>("denoiser", "sigma", PNP_MEMBER(C, denoiser.sigma), 0.0, 10.0, "noise level given to the denoiser (study: 0.01); with sigma_start, the last iteration's"),
+      float_field<C>("denoiser", "sigma_start", PNP_MEMBER(C, denoiser.sigma_start), 0.0, 10.0, "annealed sigma (DPIR's schedule): the first iteration's noise level, falling geometrically to denoiser.sigma at the last; 0 = sigma in every iteration"),
       string_field<C>("denoiser", "weights", PNP_MEMBER(C, denoiser.weights), PathKind::file_or_name, "HDF5 weights file or shipped model name; empty = seeded random init"),
       int_field<C>("denoiser", "seed", PNP_MEMBER(C, denoiser.seed), 0, INT64_MAX, "seed of the random weight init"),
       choice_field<C>("denoiser", "precision", PNP_MEMBER(C, denoiser.precision), {"fp32", "bf16"}, "activation and weight precision (bf16 accumulates in fp32)"),
@@ -74,10 +83,15 @@ const Schema<Config>& schema() {
       int_field<C>("distributed", "halo", PNP_MEMBER(C, distributed.halo), 0, 65536, "ghost width in pixels; 0 = the denoiser's receptive radius (exact)"),
       choice_field<C>("distributed", "comm", PNP_MEMBER(C, distributed.comm), {"auto", "nccl", "mpi"}, "communication backend; auto = NCCL for one GPU per rank, else MPI"),
       choice_field<C>("distributed", "device", PNP_MEMBER(C, distributed.device), {"auto", "cpu", "cuda"}, "compute device; auto = CUDA when available"),
+      float_field<C>("distributed", "timeout_s", PNP_MEMBER(C, distributed.timeout_s), 0.0, 1e7, "watchdog: end every rank when one sees no progress for this many seconds (a stopped or dead rank, a hung device); keep it above the longest compile; 0 = off"),
 
       string_field<C>("output", "file", PNP_MEMBER(C, output.file), PathKind::text, "output HDF5 file (written atomically by rank 0)"),
       bool_field<C>("output", "force", PNP_MEMBER(C, output.force), "overwrite an existing output file"),
       bool_field<C>("output", "progress", PNP_MEMBER(C, output.progress), "print a progress line per iteration"),
+      string_field<C>("output", "checkpoint", PNP_MEMBER(C, output.checkpoint), PathKind::output, "checkpoint file (the image, the iteration, the metrics and timings so far); empty = <output.file>.checkpoint.h5"),
+      int_field<C>("output", "checkpoint_every", PNP_MEMBER(C, output.checkpoint_every), 0, 1000000, "write the checkpoint (atomically) every this many iterations; 0 = only on SIGTERM/SIGUSR1 or output.stop_after"),
+      bool_field<C>("output", "resume", PNP_MEMBER(C, output.resume), "continue from the checkpoint when it exists (pnp_recon --resume); it must come from the same configuration"),
+      int_field<C>("output", "stop_after", PNP_MEMBER(C, output.stop_after), 0, 1000000, "write the checkpoint and stop (exit code 75) after this iteration, as a signal would; 0 = run to the end"),
   }, validate);
   return s;
 }

@@ -1,5 +1,7 @@
 #include "pnp/config/toml_schema.hpp"
 
+#include <cstdint>
+
 #include <fstream>
 
 namespace pnp::toml_schema {
@@ -123,7 +125,11 @@ std::string resolve_path(const std::string& v, PathKind kind, const Where& w, co
   fs::path p(v);
   if (p.is_relative()) p = w.base_dir / p;
   p = p.lexically_normal();
-  if (kind != PathKind::output && !fs::is_regular_file(p)) bad(w, name, "file not found: " + p.string());
+  if (kind != PathKind::output) {
+    const std::string problem = input_file_problem(p.string());
+    if (!problem.empty()) bad(w, name, (problem == "file not found" ? problem + ": " : p.string() + ": ") +
+                                           (problem == "file not found" ? p.string() : problem));
+  }
   return p.string();
 }
 
@@ -158,8 +164,16 @@ Assignment split_assignment(const std::string& a, const Where& w) {
 }
 
 std::string read_text_file(const fs::path& path, const char* what) {
+  const std::string problem = input_file_problem(path.string());
+  if (!problem.empty()) throw InputError(std::string("cannot read ") + what + " " + path.string() + ": " + problem);
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  constexpr std::uintmax_t kMax = 16u << 20;  // a configuration is a few kB; this is no configuration
+  if (!ec && size > kMax)
+    throw InputError(std::string(what) + " " + path.string() + " is " + std::to_string(size >> 20) +
+                     " MiB: not a TOML configuration (at most 16 MiB)");
   std::ifstream in(path);
-  if (!in) throw InputError(std::string("cannot read ") + what + " " + path.string() + (fs::exists(path) ? "" : ": file not found"));
+  if (!in) throw InputError(std::string("cannot read ") + what + " " + path.string());
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -1,13 +1,17 @@
 #include "pnp/core.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <filesystem>
+#include <system_error>
 
 namespace pnp {
 const char* build_git_commit();  // generated at build time (cmake/PnpStampCommit.cmake)
@@ -38,6 +42,30 @@ int report_error() {
   return 1;
 }
 
+std::string input_file_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return "empty file name";
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) return "file not found";
+    return ec.message();
+  }
+  if (fs::is_directory(st)) return "is a directory, not a file";
+  if (!fs::is_regular_file(st)) return "is not a regular file";
+  if (::access(path.c_str(), R_OK) != 0) return std::error_code(errno, std::generic_category()).message();
+  return "";
+}
+
+double host_memory_bytes() {
+  double limit = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  for (int r : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit rl{};
+    if (getrlimit(r, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) limit = std::min(limit, static_cast<double>(rl.rlim_cur));
+  }
+  return limit;
+}
+
 std::string to_string(const Box& b) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "rows [%lld, %lld) x cols [%lld, %lld)", (long long)b.r0,
@@ -64,12 +92,17 @@ std::string human_seconds(double s) {
   return buf;
 }
 
-std::string fnv1a_hex(std::string_view s) {
+uint64_t fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) {
     h ^= c;
     h *= 1099511628211ull;
   }
+  return h;
+}
+
+std::string fnv1a_hex(std::string_view s) {
+  const uint64_t h = fnv1a(s);
   char b[20];
   std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
   return b;

@@ -6,6 +6,8 @@
 
 #include "pnp/core.hpp"
 
+#include <cstdio>
+
 #ifdef PNP_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
@@ -56,6 +58,37 @@ void reset_device_peak(c10::Device d) {
   if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
 #endif
   (void)d;
+}
+
+std::string device_uuid(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (d.is_cuda()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d.index()) == cudaSuccess) {
+      std::string hex;
+      char b[3];
+      for (unsigned char c : prop.uuid.bytes) {
+        std::snprintf(b, sizeof b, "%02x", c);
+        hex += b;
+      }
+      return hex;
+    }
+  }
+#endif
+  return d.is_cuda() ? "cuda:" + std::to_string(d.index()) : "cpu";
+}
+
+int64_t device_total_bytes(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (d.is_cuda()) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d.index()) == cudaSuccess) return static_cast<int64_t>(prop.totalGlobalMem);
+  }
+#endif
+  (void)d;
+  return 0;
 }
 
 std::string device_name(c10::Device d) {

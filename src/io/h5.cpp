@@ -1,8 +1,10 @@
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <system_error>
 #include <type_traits>
 
 #include "pnp/io.hpp"
@@ -35,6 +37,10 @@ std::string hdf5_reason() {
 [[noreturn]] void fail(const H5File& f, const std::string& what) {
   throw Error(what + " in " + f.path().string() + hdf5_reason());
 }
+// A read that fails is a damaged or foreign input file: an input error (exit code 2).
+[[noreturn]] void bad_file(const H5File& f, const std::string& what) {
+  throw InputError(what + " in " + f.path().string() + hdf5_reason());
+}
 
 template <class T>
 hid_t mem_type() {
@@ -63,7 +69,7 @@ Handle link_creation_props() {
 
 Handle open_object(H5File& f, const std::string& path) {
   hid_t id = H5Oopen(f.id(), absolute(path).c_str(), H5P_DEFAULT);
-  if (id < 0) fail(f, "cannot open object '" + path + "'");
+  if (id < 0) bad_file(f, "cannot open object '" + path + "'");
   return Handle(id, H5Oclose);
 }
 
@@ -77,14 +83,14 @@ Handle open_dataset(H5File& f, const std::string& path) {
                        (type == H5I_GROUP ? " (it is a group)" : ""));
   }
   hid_t id = H5Dopen2(f.id(), absolute(path).c_str(), H5P_DEFAULT);
-  if (id < 0) fail(f, "cannot open dataset '" + path + "'");
+  if (id < 0) bad_file(f, "cannot open dataset '" + path + "'");
   return Handle(id, H5Dclose);
 }
 
 std::vector<int64_t> dataset_shape(H5File& f, hid_t ds, const std::string& path) {
   Handle space(H5Dget_space(ds), H5Sclose);
   int rank = H5Sget_simple_extent_ndims(space.id());
-  if (rank < 0) fail(f, "cannot read the shape of '" + path + "'");
+  if (rank < 0) bad_file(f, "cannot read the shape of '" + path + "'");
   std::vector<hsize_t> dims(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr);
   return {dims.begin(), dims.end()};
@@ -137,7 +143,8 @@ H5File H5File::create(const fs::path& path) {
 }
 
 H5File H5File::open(const fs::path& path, bool writable) {
-  if (!fs::exists(path)) throw InputError("file not found: " + path.string());
+  if (const std::string problem = input_file_problem(path.string()); !problem.empty())
+    throw InputError(problem == "file not found" ? "file not found: " + path.string() : path.string() + ": " + problem);
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     H5Eclear2(H5E_DEFAULT);
     throw InputError("not an HDF5 file: " + path.string());
@@ -147,21 +154,26 @@ H5File H5File::open(const fs::path& path, bool writable) {
   return H5File(Handle(id, H5Fclose), path);
 }
 
-template <class T>
-void write(H5File& f, const std::string& path, const T* data, const std::vector<int64_t>& shape,
-           std::string_view units, std::string_view description) {
+// Creates dataset `path` of file type `file_type` and writes `data` given in memory type
+// `mem_type`, with its units and description.
+static void write_dataset(H5File& f, const std::string& path, hid_t file_type, hid_t mem_type, const void* data,
+                   const std::vector<int64_t>& shape, std::string_view units, std::string_view description) {
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
                             : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                H5Sclose);
   Handle lcpl = link_creation_props();
-  Handle ds(H5Dcreate2(f.id(), absolute(path).c_str(), mem_type<T>(), space.id(), lcpl.id(), H5P_DEFAULT,
-                       H5P_DEFAULT),
+  Handle ds(H5Dcreate2(f.id(), absolute(path).c_str(), file_type, space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
   if (!ds) fail(f, "cannot create dataset '" + path + "'");
-  if (H5Dwrite(ds.id(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    fail(f, "cannot write dataset '" + path + "'");
+  if (H5Dwrite(ds.id(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) fail(f, "cannot write dataset '" + path + "'");
   annotate(ds.id(), units, description);
+}
+
+template <class T>
+void write(H5File& f, const std::string& path, const T* data, const std::vector<int64_t>& shape,
+           std::string_view units, std::string_view description) {
+  write_dataset(f, path, mem_type<T>(), mem_type<T>(), data, shape, units, description);
 }
 
 // IEEE binary16 as an HDF5 file type (HDF5 1.10 has no predefined one): sign bit 15, exponent
@@ -179,22 +191,12 @@ float round_to_float16(float v) { return static_cast<float>(static_cast<_Float16
 
 void write_float16(H5File& f, const std::string& path, const float* data, const std::vector<int64_t>& shape,
                    std::string_view units, std::string_view description) {
-  std::vector<hsize_t> dims(shape.begin(), shape.end());
-  Handle space(dims.empty() ? H5Screate(H5S_SCALAR)
-                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-               H5Sclose);
-  Handle lcpl = link_creation_props();
-  Handle type = float16_type();
-  Handle ds(H5Dcreate2(f.id(), absolute(path).c_str(), type.id(), space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
-            H5Dclose);
-  if (!ds) fail(f, "cannot create dataset '" + path + "'");
   // Rounded here (to nearest, ties to even), so the stored value does not depend on how
   // HDF5's float conversion rounds.
   std::vector<float> rounded(data, data + std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>()));
   for (float& v : rounded) v = round_to_float16(v);
-  if (H5Dwrite(ds.id(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rounded.data()) < 0)
-    fail(f, "cannot write dataset '" + path + "'");
-  annotate(ds.id(), units, description);
+  Handle type = float16_type();
+  write_dataset(f, path, type.id(), H5T_NATIVE_FLOAT, rounded.data(), shape, units, description);
 }
 
 template <class T>
@@ -230,7 +232,7 @@ Array<T> read(H5File& f, const std::string& path) {
   out.shape = dataset_shape(f, ds.id(), path);
   out.data.resize(static_cast<size_t>(out.numel()));
   if (!out.data.empty() && H5Dread(ds.id(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data.data()) < 0)
-    fail(f, "cannot read dataset '" + path + "'");
+    bad_file(f, "cannot read dataset '" + path + "'");
   return out;
 }
 
@@ -241,7 +243,7 @@ std::vector<std::string> read_strings(H5File& f, const std::string& path) {
   Handle type = utf8_string_type();
   std::vector<char*> ptrs(n, nullptr);
   if (n > 0 && H5Dread(ds.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()) < 0)
-    fail(f, "cannot read strings '" + path + "'");
+    bad_file(f, "cannot read strings '" + path + "'");
   std::vector<std::string> out;
   for (char* p : ptrs) {
     out.emplace_back(p ? p : "");
@@ -315,7 +317,7 @@ template <class T>
 T read_numeric_attr(H5File& f, const std::string& obj_path, const std::string& name) {
   Handle a = open_attr(f, obj_path, name);
   T v{};
-  if (H5Aread(a.id(), mem_type<T>(), &v) < 0) fail(f, "cannot read attribute '" + name + "'");
+  if (H5Aread(a.id(), mem_type<T>(), &v) < 0) bad_file(f, "cannot read attribute '" + name + "'");
   return v;
 }
 }  // namespace
@@ -323,29 +325,57 @@ T read_numeric_attr(H5File& f, const std::string& obj_path, const std::string& n
 std::string read_attr_string(H5File& f, const std::string& obj_path, const std::string& name) {
   Handle a = open_attr(f, obj_path, name);
   Handle stored(H5Aget_type(a.id()), H5Tclose);
-  if (H5Tget_class(stored.id()) != H5T_STRING) fail(f, "attribute '" + name + "' is not a string");
+  if (H5Tget_class(stored.id()) != H5T_STRING) bad_file(f, "attribute '" + name + "' is not a string");
   if (H5Tis_variable_str(stored.id()) > 0) {
     Handle type = utf8_string_type();
     char* p = nullptr;
-    if (H5Aread(a.id(), type.id(), &p) < 0) fail(f, "cannot read attribute '" + name + "'");
+    if (H5Aread(a.id(), type.id(), &p) < 0) bad_file(f, "cannot read attribute '" + name + "'");
     std::string s = p ? p : "";
     H5free_memory(p);
     return s;
   }
   size_t n = H5Tget_size(stored.id());
   std::string s(n, '\0');
-  if (H5Aread(a.id(), stored.id(), s.data()) < 0) fail(f, "cannot read attribute '" + name + "'");
+  if (H5Aread(a.id(), stored.id(), s.data()) < 0) bad_file(f, "cannot read attribute '" + name + "'");
   s.erase(std::find(s.begin(), s.end(), '\0'), s.end());
   return s;
 }
 int64_t read_attr_int(H5File& f, const std::string& o, const std::string& n) { return read_numeric_attr<int64_t>(f, o, n); }
 double read_attr_double(H5File& f, const std::string& o, const std::string& n) { return read_numeric_attr<double>(f, o, n); }
 
-void check_output_path(const fs::path& path, bool overwrite) {
-  if (fs::exists(path) && !overwrite)
-    throw InputError("output file " + path.string() + " exists; pass --force to overwrite it");
-  auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir)) throw InputError("output directory " + dir.string() + " does not exist");
+void check_output_path(const fs::path& path, bool overwrite, const std::vector<fs::path>& inputs) {
+  const std::string name = path.string();
+  if (name.empty()) throw InputError("the output file name is empty");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    throw InputError("output file " + name + ": " + ec.message());
+  if (fs::is_directory(st)) throw InputError("output file " + name + " is a directory");
+  const bool exists = fs::exists(st);
+  if (exists && !fs::is_regular_file(st)) throw InputError("output file " + name + " exists and is not a regular file");
+  for (const auto& in : inputs) {
+    if (in.empty() || !exists) continue;
+    std::error_code e2;
+    if (fs::equivalent(path, in, e2))
+      throw InputError("output file " + name + " is the input " + in.string() +
+                       "; writing it would destroy the input (choose another output, even with --force)");
+  }
+  if (exists && !overwrite) throw InputError("output file " + name + " exists; pass --force to overwrite it");
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  const fs::file_status ds = fs::status(dir, ec);
+  if (ec || !fs::is_directory(ds))
+    throw InputError("output directory " + dir.string() + (ec && ec != std::errc::no_such_file_or_directory
+                                                               ? ": " + ec.message()
+                                                               : fs::exists(ds) ? " is not a directory" : " does not exist"));
+  // Writable? Create (and remove) the temporary file AtomicOutput would create.
+  const std::string probe = name + ".tmp." + std::to_string(::getpid()) + ".probe";
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) {
+    const std::string why = std::error_code(errno, std::generic_category()).message();
+    throw InputError("cannot write the output file " + name + ": " + why);
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 AtomicOutput::AtomicOutput(fs::path final_path, bool overwrite)
@@ -369,43 +399,6 @@ void AtomicOutput::commit() {
   fs::rename(tmp_, final_, ec);
   if (ec) throw Error("cannot rename " + tmp_.string() + " to " + final_.string() + ": " + ec.message());
   committed_ = true;
-}
-
-Sinogram read_dxchange(const fs::path& path, const DxchangePaths& paths) {
-  try {
-    H5File f = H5File::open(path);
-    Sinogram s;
-    s.data = read<float>(f, paths.data);
-    if (s.data.shape.size() != 2)
-      throw InputError("'" + paths.data + "' must be [angles, detector], got " +
-                       std::to_string(s.data.shape.size()) + " dimensions");
-    if (exists(f, paths.theta)) {
-      auto th = read<double>(f, paths.theta);
-      s.theta_deg = th.data;
-      if (static_cast<int64_t>(s.theta_deg.size()) != s.data.shape[0])
-        throw InputError("'" + paths.theta + "' has " + std::to_string(s.theta_deg.size()) +
-                         " angles but '" + paths.data + "' has " + std::to_string(s.data.shape[0]));
-    }
-    if (!paths.ground_truth.empty() && exists(f, paths.ground_truth)) {
-      auto gt = read<float>(f, paths.ground_truth);
-      if (gt.shape.size() != 2 || gt.shape[0] != gt.shape[1])
-        throw InputError("'" + paths.ground_truth + "' must be a square [N, N] image");
-      s.ground_truth = std::move(gt);
-    }
-    return s;
-  } catch (...) {
-    rethrow_with_context("reading sinogram " + path.string());
-  }
-}
-
-void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths) {
-  write(f, paths.data, s.data.data.data(), s.data.shape, "attenuation line integral",
-        "sinogram [angles, detector], unit detector bins");
-  write(f, paths.theta, s.theta_deg.data(), {static_cast<int64_t>(s.theta_deg.size())}, "deg",
-        "projection angles");
-  if (s.ground_truth)
-    write(f, paths.ground_truth, s.ground_truth->data.data(), s.ground_truth->shape, "attenuation per pixel",
-          "ground-truth image [N, N]");
 }
 
 void write_provenance(H5File& f, const Provenance& p) {

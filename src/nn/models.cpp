@@ -17,34 +17,34 @@ std::vector<int64_t> kshape(int64_t a, int64_t b, int dim, int64_t k) {
   return s;
 }
 
-// nn.ConvNd(cin, cout, k, stride, padding, bias) registered as module `name`.
-int conv(Graph& g, const std::string& name, int x, int64_t cin, int64_t cout, int64_t k, int64_t s, int64_t p,
-         bool bias) {
+// The attributes and parameters shared by nn.ConvNd and nn.ConvTransposeNd (weight shape
+// [cout, cin, k...] for a convolution, [cin, cout, k...] for a transposed one).
+int conv_node(Graph& g, OpKind op, const std::string& name, int x, int64_t cin, int64_t cout, int64_t k, int64_t s,
+              int64_t p, bool bias) {
   Attrs a;
   a.in_channels = cin;
   a.out_channels = cout;
   a.kernel = rep(g.dim, k);
   a.stride = rep(g.dim, s);
   a.padding = rep(g.dim, p);
+  if (op == OpKind::conv_transpose) a.output_padding = rep(g.dim, 0);
   a.bias = bias;
-  std::vector<Param> ps{{"weight", name + ".weight", kshape(cout, cin, g.dim, k), true}};
+  const bool t = op == OpKind::conv_transpose;
+  std::vector<Param> ps{{"weight", name + ".weight", kshape(t ? cin : cout, t ? cout : cin, g.dim, k), true}};
   if (bias) ps.push_back({"bias", name + ".bias", {cout}, true});
-  return g.add(name, OpKind::conv, {x}, a, ps).id;
+  return g.add(name, op, {x}, a, ps).id;
 }
 
+// nn.ConvNd(cin, cout, k, stride, padding, bias) registered as module `name`.
+int conv(Graph& g, const std::string& name, int x, int64_t cin, int64_t cout, int64_t k, int64_t s, int64_t p,
+         bool bias) {
+  return conv_node(g, OpKind::conv, name, x, cin, cout, k, s, p, bias);
+}
+
+// nn.ConvTransposeNd(cin, cout, k, stride, padding 0, bias).
 int conv_transpose(Graph& g, const std::string& name, int x, int64_t cin, int64_t cout, int64_t k, int64_t s,
                    bool bias) {
-  Attrs a;
-  a.in_channels = cin;
-  a.out_channels = cout;
-  a.kernel = rep(g.dim, k);
-  a.stride = rep(g.dim, s);
-  a.padding = rep(g.dim, 0);
-  a.output_padding = rep(g.dim, 0);
-  a.bias = bias;
-  std::vector<Param> ps{{"weight", name + ".weight", kshape(cin, cout, g.dim, k), true}};
-  if (bias) ps.push_back({"bias", name + ".bias", {cout}, true});
-  return g.add(name, OpKind::conv_transpose, {x}, a, ps).id;
+  return conv_node(g, OpKind::conv_transpose, name, x, cin, cout, k, s, 0, bias);
 }
 
 int batch_norm(Graph& g, const std::string& name, int x, int64_t c, double eps, double momentum) {

@@ -15,21 +15,7 @@ namespace {
 
 constexpr const char* kFormat = "pnp-denoiser-weights/1";
 
-uint64_t mix(uint64_t z) {  // splitmix64 finaliser
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-uint64_t key_seed(uint64_t seed, const std::string& key) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return mix(seed ^ mix(h));
-}
+uint64_t key_seed(uint64_t seed, const std::string& key) { return splitmix64(seed ^ splitmix64(fnv1a(key))); }
 
 // PyTorch's _calculate_fan_in_and_fan_out: fan_in = size(1) * receptive field.
 int64_t fan_in(const std::vector<int64_t>& shape) {

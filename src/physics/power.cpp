@@ -5,15 +5,6 @@
 
 namespace pnp::physics {
 
-namespace {
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-}  // namespace
-
 at::Tensor power_start(const Box& box, int64_t n, uint64_t seed) {
   auto x = at::empty({std::max<int64_t>(box.rows(), 0), std::max<int64_t>(box.cols(), 0)}, at::kDouble);
   auto* p = x.data_ptr<double>();

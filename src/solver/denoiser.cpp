@@ -70,6 +70,9 @@ class PerShape final : public nn::Executor {
   int64_t receptive_radius() const override { return radius_; }
   double compile_seconds() const override { return compile_seconds_; }
   std::vector<std::string> report() const override { return report_(compiled_); }
+  void set_sigma(double sigma) override {
+    for (auto& [shape, ex] : compiled_) ex->set_sigma(sigma);
+  }
   using Report = std::function<std::vector<std::string>(const std::map<std::vector<int64_t>, std::unique_ptr<Compiled>>&)>;
   void set_report(Report r) { report_ = std::move(r); }
 

@@ -30,13 +30,67 @@ io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device) {
   return s;
 }
 
+namespace {
+int64_t standard_detector(int64_t n) { return static_cast<int64_t>(std::ceil(std::sqrt(2.0) * static_cast<double>(n))); }
+}  // namespace
+
+void resolve_problem_sizes(Config& cfg) {
+  ProblemConfig& p = cfg.problem;
+  if (p.sinogram.empty()) return;  // generated: the configured sizes
+  const io::DxchangeShapes sh = io::read_dxchange_shapes(p.sinogram, {p.data_path, p.theta_path, p.ground_truth_path});
+  const int64_t k = sh.data[0], det = sh.data[1];
+  const std::string file = "problem.sinogram " + p.sinogram;
+  if (cfg.is_given("problem.angles") && p.angles != k)
+    throw InputError("problem.angles = " + std::to_string(p.angles) + " but " + file + " has " + std::to_string(k) +
+                     " angles (leave problem.angles out to take the file's)");
+  p.angles = k;
+  if (cfg.is_given("problem.detector") && p.detector != 0 && p.detector != det)
+    throw InputError("problem.detector = " + std::to_string(p.detector) + " but the sinogram has " + std::to_string(det) +
+                     " detector bins");
+  int64_t n = 0;
+  if (cfg.is_given("problem.size")) {
+    n = p.size;
+    if (sh.has_truth && sh.ground_truth[0] != n)
+      throw InputError("problem.size = " + std::to_string(n) + " but the ground truth in " + file + " is " +
+                       std::to_string(sh.ground_truth[0]) + " x " + std::to_string(sh.ground_truth[0]));
+  } else if (sh.has_truth) {
+    n = sh.ground_truth[0];
+  } else {
+    // The image size whose standard detector (ceil(sqrt(2) N) bins) is the file's: at most one.
+    for (int64_t c = static_cast<int64_t>(std::floor(double(det) / std::sqrt(2.0))) - 2; c <= det; ++c)
+      if (c >= 1 && standard_detector(c) == det) {
+        n = c;
+        break;
+      }
+    if (n == 0)
+      throw InputError(file + " has " + std::to_string(det) + " detector bins, which is ceil(sqrt(2) N) for no image "
+                       "size N, and no ground truth: set problem.size (and problem.detector = " +
+                       std::to_string(det) + " for this detector)");
+  }
+  if (n < 8 || n > 65536)
+    throw InputError("the image size " + std::to_string(n) + " from " + file + " is outside [8, 65536]");
+  if (!(cfg.is_given("problem.detector") && p.detector == det) && standard_detector(n) != det)
+    throw InputError(file + " has " + std::to_string(det) + " detector bins, but a " + std::to_string(n) + " x " +
+                     std::to_string(n) + " image has ceil(sqrt(2) N) = " + std::to_string(standard_detector(n)) +
+                     ": set problem.detector = " + std::to_string(det) + " if the detector really is that wide, or "
+                     "the right problem.size");
+  p.size = n;
+  if (standard_detector(n) != det) p.detector = det;
+}
+
 Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device) {
   const ProblemConfig& p = cfg.problem;
   io::Sinogram s;
   if (p.sinogram.empty()) {
     s = simulate_sinogram(p, device);
   } else {
-    s = io::read_dxchange(p.sinogram, {p.data_path, p.theta_path, p.ground_truth_path});
+    io::DxchangeExpect e;
+    e.angles = p.angles;
+    e.detector = p.detector ? p.detector : standard_detector(p.size);
+    e.size = p.size;
+    e.max_bytes = host_memory_bytes();
+    e.source = "the effective problem.size " + std::to_string(p.size) + " and problem.angles " + std::to_string(p.angles);
+    s = io::read_dxchange(p.sinogram, {p.data_path, p.theta_path, p.ground_truth_path}, e);
   }
   Problem prob;
   int64_t k = s.data.shape[0], det = s.data.shape[1];

@@ -27,13 +27,15 @@ QualityMonitor::QualityMonitor(const Problem& prob, const Decomposition& d, Comm
   halo_->exchange(truth_box_);
 }
 
-void QualityMonitor::measure(const at::Tensor& x, const at::Tensor& p, double& residual, double& psnr, double& ssim) {
+bool QualityMonitor::measure(const at::Tensor& x, const at::Tensor& p, double& residual, double& psnr, double& ssim) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double res2 = p.square().sum().item<double>();  // the same on every rank (allreduced p)
   residual = y_norm_ > 0 ? std::sqrt(res2) / y_norm_ : nan;
-  if (!prob_.has_truth()) return;
+  if (!std::isfinite(res2)) return false;
+  if (!prob_.has_truth()) return true;
   const double se = comm_.sum((x - prob_.truth_own).square().sum().item<double>());
   const double mse = se / static_cast<double>(d_.n * d_.n);
+  if (!std::isfinite(mse)) return false;
   psnr = mse > 0 ? 10.0 * std::log10(range_ * range_ / mse) : INFINITY;
   const Box& box = window_.tile(comm_.rank()).ext;
   own_part(x_box_, box, own_).copy_(x);
@@ -41,6 +43,7 @@ void QualityMonitor::measure(const at::Tensor& x, const at::Tensor& p, double& r
   const auto part = metrics::ssim_sum(x_box_, truth_box_, box, own_, d_.n, d_.n, range_);
   const double count = comm_.sum(static_cast<double>(part.count));
   ssim = count > 0 ? comm_.sum(part.sum) / count : nan;
+  return true;
 }
 
 }  // namespace pnp

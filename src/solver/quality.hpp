@@ -19,7 +19,8 @@ class QualityMonitor {
  public:
   QualityMonitor(const Problem& prob, const Decomposition& d, Communicator& comm, at::TensorOptions opts);
   // residual from p (= A x - y, the same on every rank), PSNR and SSIM of x (this rank's tile).
-  void measure(const at::Tensor& x, const at::Tensor& p, double& residual, double& psnr, double& ssim);
+  // False (the same on every rank) when the residual or the error is not finite: diverged.
+  bool measure(const at::Tensor& x, const at::Tensor& p, double& residual, double& psnr, double& ssim);
 
  private:
   const Problem& prob_;

@@ -9,26 +9,18 @@
 #include <cstring>
 #include <numeric>
 
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "checkpoint.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
+#include "pnp/watchdog.hpp"
 
 namespace pnp {
 
 namespace {
-
-// Gathers [iterations] doubles of every rank into [iterations x ranks] on rank 0.
-std::vector<double> gather_columns(const Communicator& comm, const std::vector<double>& mine) {
-  const int r = comm.rank(), s = comm.size();
-  std::vector<double> all(r == 0 ? mine.size() * size_t(s) : 0);
-  MPI_Gather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(), static_cast<int>(mine.size()),
-             MPI_DOUBLE, 0, comm.mpi_comm());
-  if (r != 0) return {};
-  std::vector<double> out(all.size());
-  const size_t it = mine.size();
-  for (size_t q = 0; q < size_t(s); ++q)
-    for (size_t i = 0; i < it; ++i) out[i * size_t(s) + q] = all[q * it + i];
-  return out;
-}
 
 double stable_mean(const std::vector<double>& v, int64_t window) {
   const size_t w = std::min<size_t>(v.size(), static_cast<size_t>(window));
@@ -77,13 +69,42 @@ at::Device choose_device(const std::string& want, int local_rank) {
   return dev;
 }
 
-ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int local_rank) {
+namespace {
+// What every rank must share before any size-dependent step: the effective configuration, the
+// identity of its input files (name and size: copies of a file on other nodes agree) and the
+// build. The data itself is compared after it is read (setup).
+std::string identity_text(const Config& cfg) {
+  std::string t = cfg.to_toml() + "[inputs]\n";
+  for (const std::string& path : {cfg.problem.sinogram, cfg.denoiser.weights}) {
+    if (path.empty()) continue;
+    std::string resolved = path;
+    try {
+      resolved = resolve_weights(path);
+    } catch (const InputError&) {
+    }
+    struct stat st{};
+    if (::stat(resolved.c_str(), &st) == 0)
+      t += std::filesystem::path(resolved).filename().string() + " " + std::to_string(st.st_size) + " bytes\n";
+    else
+      t += resolved + " (not found)\n";
+  }
+  const Provenance p = basic_provenance("pnp_recon");
+  return t + "[build]\n" + p.version + " " + p.git_commit + "\n";
+}
+}  // namespace
+
+ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int local_rank, int local_size) {
   ReconstructionPlan p;
   p.cfg = cfg;
   int rank = 0, size = 1;
   MPI_Comm_rank(world, &rank);
   MPI_Comm_size(world, &size);
+  // Ranks started with different configurations (MPMD launch lines, a file edited between the
+  // ranks' reads) stop here, together, before any step whose size depends on the configuration.
+  agree(world, identity_text(cfg), "configuration");
+  Watchdog::beat("set-up: the plan");
   collectively(world, [&] {
+    resolve_problem_sizes(p.cfg);
     p.device = choose_device(cfg.distributed.device, local_rank);
     // compile.tf32 = true keeps PyTorch's defaults (TF32 in cuDNN convolutions); false makes
     // every convolution and matrix product strict fp32 (the inductor packages call ATen's).
@@ -91,12 +112,21 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
       at::globalContext().setAllowTF32CuDNN(false);
       at::globalContext().setAllowTF32CuBLAS(false);
     }
-    p.graph = denoiser_graph(cfg.denoiser);
-    const int64_t halo = cfg.distributed.halo > 0 ? cfg.distributed.halo : nn::receptive_radius(p.graph);
-    p.decomp = plan_decomposition(cfg.problem.size, size, cfg.distributed.decomposition, cfg.distributed.grid, halo,
+    const Config& c = p.cfg;
+    p.graph = denoiser_graph(c.denoiser);
+    const int64_t halo = c.distributed.halo > 0 ? c.distributed.halo : nn::receptive_radius(p.graph);
+    p.decomp = plan_decomposition(c.problem.size, size, c.distributed.decomposition, c.distributed.grid, halo,
                                   p.graph.alignment());
-    nn::infer_output_shape(p.graph, {1, cfg.denoiser.channels, p.decomp.tile(rank).ext.rows(), p.decomp.tile(rank).ext.cols()});
-    p.memory = memory_plans(cfg, p.decomp, p.graph);  // InputError on every rank when a memory limit cannot be met
+    nn::infer_output_shape(p.graph, {1, c.denoiser.channels, p.decomp.tile(rank).ext.rows(), p.decomp.tile(rank).ext.cols()});
+    p.memory = memory_plans(c, p.decomp, p.graph);  // InputError on every rank when a memory limit cannot be met
+    // A problem the machine cannot hold is refused now, with the estimate --dry-run prints.
+    const MemoryPlan& m = p.memory[static_cast<size_t>(rank)];
+    const double avail = p.device.is_cuda() ? static_cast<double>(device_total_bytes(p.device))
+                                            : host_memory_bytes() / std::max(1, local_size);
+    if (avail > 0 && m.total() > avail)
+      throw InputError("rank " + std::to_string(rank) + " needs " + m.describe() + ", more than the " + human_bytes(avail) +
+                       (p.device.is_cuda() ? " of " + device_name(p.device) : std::string(" of host memory per rank")) +
+                       ": use more ranks, set denoiser.memory_limit_gb (patches) or denoiser.precision = \"bf16\"");
   });
   return p;
 }
@@ -110,20 +140,42 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   r.decomp_ = std::move(plan.decomp);
   int rank = 0;
   MPI_Comm_rank(world, &rank);
+  Watchdog::beat("set-up: the communicator");
   collectively(world, [&] {
-    r.comm_ = make_communicator(r.cfg_.distributed.comm, world, r.device_, local_size, cuda_device_count());
+    const double t = r.cfg_.distributed.timeout_s > 0 ? r.cfg_.distributed.timeout_s : 600;
+    r.comm_ = make_communicator(r.cfg_.distributed.comm, world, r.device_, local_size, cuda_device_count(), t);
   });
+  Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
     r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_);
     r.den_ = make_denoiser(r.cfg_, r.device_);
   });
+  // output.resume: the checkpoint, when there is one, read by every rank (it must come from
+  // this configuration and rank count).
+  if (r.cfg_.output.resume) {
+    collectively(world, [&] {
+      const std::string path = r.cfg_.output.checkpoint_path();
+      if (!std::filesystem::exists(path)) return;  // nothing to resume: start from the beginning
+      int ranks = 1;
+      MPI_Comm_size(world, &ranks);
+      r.resume_ = std::make_shared<Checkpoint>(read_checkpoint(path, checkpoint_identity(r.cfg_, ranks), ranks,
+                                                               r.cfg_.problem.size, r.cfg_.solver.iterations));
+    });
+  }
+  // The data every rank read (or simulated) must be the same: a file replaced between the
+  // ranks' reads is caught here.
+  {
+    const at::Tensor y = r.prob_.y.to(at::kCPU).contiguous();
+    const std::string_view bytes(static_cast<const char*>(y.data_ptr()), static_cast<size_t>(y.nbytes()));
+    agree(world, "sinogram " + fnv1a_hex(bytes) + " " + nn::shape_string(y.sizes().vec()) + "\n", "data");
+  }
   r.setup_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
 PnpRecord Reconstruction::run() {
   const double setup = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  return run_pnp(cfg_, decomp_, *comm_, prob_, den_, device_, setup);
+  return run_pnp(cfg_, decomp_, *comm_, prob_, den_, device_, setup, resume_.get());
 }
 
 GatheredRecord Reconstruction::gather(const PnpRecord& rec) {

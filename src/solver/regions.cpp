@@ -31,6 +31,11 @@ DenoiseRegion::DenoiseRegion(const TilePlan& tile, HaloPlan& halo, Denoiser& den
   z4_ = s_.z_ext.view({1, 1, tile_.ext.rows(), tile_.ext.cols()});
 }
 
+void DenoiseRegion::set_sigma(double sigma) {
+  set_.sigma = sigma;
+  den_.executor->set_sigma(sigma);
+}
+
 void DenoiseRegion::run(PhaseTimer* timer) {
   const Box &own = tile_.own, &ext = tile_.ext;
   timed(timer, slot(Phase::halo_exchange), [&] { halo_.exchange(s_.z_ext); });

@@ -61,6 +61,9 @@ class DenoiseRegion {
  public:
   DenoiseRegion(const TilePlan& tile, HaloPlan& halo, Denoiser& den, LoopState& s, DenoiseSettings set);
   void run(PhaseTimer* timer);
+  // The sigma of the next run (called outside any captured graph: a replay reads it from the
+  // executor's device buffer).
+  void set_sigma(double sigma);
 
  private:
   TilePlan tile_;

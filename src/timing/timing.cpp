@@ -12,18 +12,13 @@
 
 namespace pnp {
 
-PhaseTimer::PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations)
-    : device_(concrete_device(device)), phases_(std::move(phases)), iterations_(iterations) {
-  size_t n = static_cast<size_t>(iterations);
+PhaseTimer::PhaseTimer(c10::Device device, std::vector<std::string> phases, int64_t iterations, int64_t lag)
+    : device_(concrete_device(device)), phases_(std::move(phases)), iterations_(iterations), lag_(std::max<int64_t>(0, lag)) {
+  const size_t n = static_cast<size_t>(iterations);
   phase_peak_.assign(phases_.size(), 0);
-  starts_.resize(n);
-  stops_.resize(n);
-  it_begin_.resize(n);
-  it_end_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    starts_[i].resize(phases_.size());
-    stops_[i].resize(phases_.size());
-  }
+  secs_.assign(n, std::vector<double>(phases_.size(), 0.0));
+  totals_.assign(n, 0.0);
+  walls_.assign(n, 0.0);
 }
 
 int PhaseTimer::phase_index(const std::string& name) const {
@@ -51,40 +46,56 @@ double PhaseTimer::between(const Mark& a, const Mark& b) const {
 void PhaseTimer::sample_peak() { peak_ = std::max(peak_, device_peak_bytes(device_)); }
 
 void PhaseTimer::begin_iteration(int64_t it) {
-  it_ = it;
-  it_begin_[static_cast<size_t>(it)] = mark();
+  Marks m;
+  m.it = it;
+  m.starts.resize(phases_.size());
+  m.stops.resize(phases_.size());
+  m.begin = mark();
+  marks_.push_back(std::move(m));
 }
 // The allocator's peak is reset at each phase start (host bookkeeping only, no device sync),
 // so the peak read at the phase's stop is the phase's own; the overall peak is their max.
 void PhaseTimer::start(int phase) {
   sample_peak();
   reset_device_peak(device_);
-  starts_[static_cast<size_t>(it_)][static_cast<size_t>(phase)] = mark();
+  marks_.back().starts[static_cast<size_t>(phase)] = mark();
 }
 void PhaseTimer::stop(int phase) {
-  stops_[static_cast<size_t>(it_)][static_cast<size_t>(phase)] = mark();
-  int64_t p = device_peak_bytes(device_);
+  marks_.back().stops[static_cast<size_t>(phase)] = mark();
+  const int64_t p = device_peak_bytes(device_);
   auto& slot = phase_peak_[static_cast<size_t>(phase)];
   slot = std::max(slot, p);
   peak_ = std::max(peak_, p);
 }
-void PhaseTimer::end_iteration() { it_end_[static_cast<size_t>(it_)] = mark(); }
+void PhaseTimer::end_iteration() {
+  marks_.back().end = mark();
+  const int64_t it = marks_.back().it;
+  resolve_through(it - lag_);
+}
+
+void PhaseTimer::resolve(Marks& m) {
+  if (m.end.ev) m.end.ev->synchronize();  // usually complete already: the loop is lag iterations on
+  const size_t i = static_cast<size_t>(m.it);
+  for (size_t p = 0; p < phases_.size(); ++p) {
+    const Mark &a = m.starts[p], &b = m.stops[p];
+    if (a.host != Clock::time_point{} && b.host != Clock::time_point{}) secs_[i][p] = between(a, b);
+  }
+  totals_[i] = between(m.begin, m.end);
+  walls_[i] = std::chrono::duration<double>(m.end.host - m.begin.host).count();
+}
+
+void PhaseTimer::resolve_through(int64_t it) {
+  size_t k = 0;
+  while (k < marks_.size() && marks_[k].it <= it && marks_[k].end.host != Clock::time_point{}) resolve(marks_[k++]);
+  marks_.erase(marks_.begin(), marks_.begin() + static_cast<long>(k));
+}
 
 void PhaseTimer::finish() {
   if (device_.is_cuda()) c10::impl::getDeviceGuardImpl(device_.type())->synchronizeDevice(device_.index());
-  secs_.assign(static_cast<size_t>(iterations_), std::vector<double>(phases_.size(), 0.0));
-  totals_.assign(static_cast<size_t>(iterations_), 0.0);
-  walls_.assign(static_cast<size_t>(iterations_), 0.0);
-  for (size_t i = 0; i < static_cast<size_t>(iterations_); ++i) {
-    for (size_t p = 0; p < phases_.size(); ++p) {
-      const Mark &a = starts_[i][p], &b = stops_[i][p];
-      if (a.host != Clock::time_point{} && b.host != Clock::time_point{}) secs_[i][p] = between(a, b);
-    }
-    totals_[i] = between(it_begin_[i], it_end_[i]);
-    walls_[i] = std::chrono::duration<double>(it_end_[i].host - it_begin_[i].host).count();
-  }
+  resolve_through(iterations_);
   sample_peak();
 }
+
 
 CallTimer::CallTimer(c10::Device device) : device_(concrete_device(device)) {}
 

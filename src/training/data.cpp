@@ -17,13 +17,7 @@ namespace pnp::training {
 
 namespace {
 
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-uint64_t mix(uint64_t a, uint64_t b, uint64_t c) { return splitmix(splitmix(splitmix(a) ^ b) ^ c); }
+uint64_t mix(uint64_t a, uint64_t b, uint64_t c) { return splitmix64(splitmix64(splitmix64(a) ^ b) ^ c); }
 
 // Uniform in [0, 1) and standard normal (Box-Muller) from a 64-bit generator: portable, so a
 // seed gives the same data with any standard library.

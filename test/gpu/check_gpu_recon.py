@@ -19,6 +19,7 @@ import numpy as np
 ap = argparse.ArgumentParser()
 ap.add_argument("--fbp", type=float, required=True)
 ap.add_argument("--dir", required=True)
+ap.add_argument("--names", nargs="+", help="the runs to check (default: all of gpu_check.sh's)")
 a = ap.parse_args()
 
 
@@ -51,6 +52,8 @@ def rel(p, q):
 
 names = ["none", "native_pre", "native_post", "native_fused", "inductor_pre", "inductor_post", "inductor_fused",
          "native_pre_tf32", "nccl_post", "nccl_post_uncaptured", "nccl_fused", "nccl_fused_uncaptured"]
+if a.names:
+    names = a.names
 runs = {}
 for n in names:
     try:

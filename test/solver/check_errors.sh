@@ -32,4 +32,20 @@ kill -9 "$victim"
 for _ in $(seq 30); do kill -0 $pid 2>/dev/null || break; sleep 1; done
 if kill -0 $pid 2>/dev/null; then kill -9 $pid; pkill -9 -f "$dir/o.h5"; fail "job still running 30 s after a rank was killed"; fi
 [ ! -e "$dir/o.h5" ] || fail "a killed job left an output file"
+# A rank that stops (SIGSTOP: a stuck device or node) ends every rank within 30 s: the others
+# see no progress for distributed.timeout_s and end the job.
+"${mpirun[@]}" -n 2 "$recon" "$small" --output "$dir/s.h5" --set solver.iterations=100000 \
+  --set distributed.timeout_s=5 >"$dir/out" 2>"$dir/err" &
+pid=$!
+sleep 8
+victim=$(pgrep -f "$dir/s.h5" | while read -r p; do [ "$(ps -o comm= -p "$p")" = "pnp_recon" ] && echo "$p"; done | tail -1)
+[ -n "$victim" ] || fail "no pnp_recon rank found to stop"
+kill -STOP "$victim"
+t0=$(date +%s)
+for _ in $(seq 30); do kill -0 $pid 2>/dev/null || break; sleep 1; done
+if kill -0 $pid 2>/dev/null; then kill -CONT "$victim"; kill -9 $pid; pkill -9 -f "$dir/s.h5"; fail "job still running 30 s after a rank was stopped"; fi
+kill -9 "$victim" 2>/dev/null
+grep -q "error: rank [01]: no progress for" "$dir/err" || { cat "$dir/err"; fail "no watchdog message after a stopped rank"; }
+echo "stopped rank: the job ended $(( $(date +%s) - t0 )) s after SIGSTOP"
+[ ! -e "$dir/s.h5" ] || fail "a stopped job left an output file"
 echo "error handling checks passed"

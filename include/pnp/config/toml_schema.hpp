@@ -187,7 +187,9 @@ class Schema {
       if (!tbl) throw InputError(w.prefix() + "'" + section + "' must be a table [" + section + "]");
       for (const auto& [key, node] : *tbl) {
         Where kw{source, line_of(node), base_dir};
-        field(section, std::string(key.str()), kw).set(cfg, node, kw);
+        const Field<C>& f = field(section, std::string(key.str()), kw);
+        f.set(cfg, node, kw);
+        note_given(cfg, f.name());
       }
     }
     if (validate_) validate_(cfg, source);
@@ -208,6 +210,7 @@ class Schema {
     const Field<C>& f = field(s.section, s.key, w);
     toml::table parsed = parse_override_value(s.value);
     f.set(cfg, *parsed.get("v"), w);
+    note_given(cfg, f.name());
     if (validate_) validate_(cfg, w.source);
   }
   // Every key in schema order, as TOML that parses back to the same config.
@@ -239,6 +242,11 @@ class Schema {
 
  private:
   static int64_t line_of(const toml::node& n) { return static_cast<int64_t>(n.source().begin.line); }
+  // Configurations with a `given` set record which keys the file or a --set named (a default
+  // left open can then be inferred, e.g. the sizes of a sinogram file).
+  static void note_given(C& cfg, const std::string& name) {
+    if constexpr (requires { cfg.given.insert(name); }) cfg.given.insert(name);
+  }
   void check_section(const std::string& section, const Where& w) const {
     if (std::find(sections_.begin(), sections_.end(), section) != sections_.end()) return;
     std::string hint = closest_match(section, sections_);

@@ -27,6 +27,10 @@ class Executor {
   // Patches must start at multiples of this (the graph's alignment) to reproduce forward().
   virtual int64_t alignment() const { return 1; }
   virtual int64_t receptive_radius() const { return 0; }
+  // Sets sigma ahead of the next forward (for executors that keep it in a device buffer: a
+  // forward inside a captured CUDA graph then reads the buffer instead of baking its value in).
+  // forward(x, sigma) with the sigma last set writes nothing; with another one it writes it.
+  virtual void set_sigma(double sigma) { (void)sigma; }
   // Seconds spent compiling so far (0 for executors that do not compile).
   virtual double compile_seconds() const { return 0.0; }
   // What the backend did, one line each (fusions made, packages compiled or loaded, notes).

@@ -13,6 +13,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <optional>
 
@@ -97,6 +98,16 @@ class NativeImpl final : public NativeExecutor {
   int64_t slot_bytes() const override { return plan_.total_slot_bytes(); }
   int slot_count() const override { return static_cast<int>(slots_.size()); }
 
+  // The sigma buffer is written only when sigma changes: a forward captured in the solver's
+  // CUDA graph (post, fused) then holds no fill of its own, and set_sigma before a replay
+  // gives it the iteration's sigma.
+  void set_sigma(double sigma) override {
+    if (!sigma_buf_.defined() || sigma == sigma_now_) return;
+    c10::OptionalDeviceGuard guard(device_);
+    sigma_buf_.fill_(sigma);
+    sigma_now_ = sigma;
+  }
+
   at::Tensor forward(const at::Tensor& x, double sigma) override {
     if (x.sizes().vec() != shape_)
       throw InputError("native executor: compiled for input shape " + shape_string(shape_) + ", got " +
@@ -104,7 +115,7 @@ class NativeImpl final : public NativeExecutor {
     c10::DeviceGuard guard(device_);
     at::NoGradGuard no_grad;
     static_in_.copy_(x);
-    if (sigma_buf_.defined()) sigma_buf_.fill_(sigma);
+    set_sigma(sigma);
 #ifdef PNP_HAVE_CUDA
     if (captured_) {
       graph_->replay();
@@ -388,6 +399,7 @@ class NativeImpl final : public NativeExecutor {
   std::vector<Bound> bound_;  // one per plan step
   std::vector<at::Tensor> slots_, vals_;
   at::Tensor static_in_, static_out_, sigma_buf_;
+  double sigma_now_ = std::numeric_limits<double>::quiet_NaN();  // the value in sigma_buf_
   bool captured_ = false, validating_ = false;
   double compile_s_ = 0;
   std::vector<std::string> notes_;

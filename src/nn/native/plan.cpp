@@ -13,6 +13,14 @@ int64_t Plan::total_slot_bytes() const {
 
 namespace {
 
+// The sliding-window attributes every windowed op records: channels, stride, padding, groups.
+void set_window(PlanStep& s, const Attrs& a) {
+  s.out_channels = a.out_channels;
+  s.stride = a.stride;
+  s.padding = a.padding;
+  s.groups = a.groups;
+}
+
 int64_t numel_of(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (auto v : s) n *= v;
@@ -95,10 +103,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         for (int id : group)  // the rest of the group runs in this step
           if (id != nd.id) absorbed[id] = 1;
         if (group.size() > 1) p.fusions.push_back(pattern + ":" + nd.name);
-        s.out_channels = a.out_channels;
-        s.stride = a.stride;
-        s.padding = a.padding;
-        s.groups = a.groups;
+        set_window(s, a);
         s.out = tail;
         break;
       }
@@ -106,11 +111,8 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         s.kind = StepKind::conv_transpose;
         s.weight_key = key_of(nd, "weight");
         s.bias_key = key_of(nd, "bias");
-        s.out_channels = a.out_channels;
-        s.stride = a.stride;
-        s.padding = a.padding;
+        set_window(s, a);
         s.output_padding = a.output_padding;
-        s.groups = a.groups;
         break;
       case OpKind::batch_norm:
         s.kind = StepKind::batch_norm;
@@ -127,9 +129,8 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         break;
       case OpKind::max_pool:
         s.kind = StepKind::max_pool;
+        set_window(s, a);
         s.kernel = a.kernel;
-        s.stride = a.stride;
-        s.padding = a.padding;
         break;
       case OpKind::upsample_nearest:
         s.kind = StepKind::upsample;

@@ -1,0 +1,118 @@
+// Sinograms in the DXchange layout: /exchange/data [angles, detector], /exchange/theta
+// (degrees), optional /exchange/ground_truth [N, N].
+#include <cmath>
+#include <filesystem>
+
+#include "pnp/io.hpp"
+
+namespace pnp::io {
+namespace fs = std::filesystem;
+
+namespace {
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+}  // namespace
+
+DxchangeShapes read_dxchange_shapes(const fs::path& path, const DxchangePaths& paths) {
+  try {
+    H5File f = H5File::open(path);
+    DxchangeShapes sh;
+    sh.data = shape_of(f, paths.data);
+    if (sh.data.size() != 2)
+      throw InputError("'" + paths.data + "' must be [angles, detector], got " + std::to_string(sh.data.size()) +
+                       " dimensions");
+    if (sh.data[0] < 1 || sh.data[1] < 1)
+      throw InputError("'" + paths.data + "' is empty (" + std::to_string(sh.data[0]) + " x " + std::to_string(sh.data[1]) + ")");
+    if (!paths.theta.empty() && exists(f, paths.theta)) {
+      sh.theta = shape_of(f, paths.theta);
+      if (sh.theta.size() != 1 || sh.theta[0] != sh.data[0])
+        throw InputError("'" + paths.theta + "' has shape " + shape_text(sh.theta) + " but '" + paths.data + "' has " +
+                         std::to_string(sh.data[0]) + " angles");
+      sh.has_theta = true;
+    }
+    if (!paths.ground_truth.empty() && exists(f, paths.ground_truth)) {
+      sh.ground_truth = shape_of(f, paths.ground_truth);
+      if (sh.ground_truth.size() != 2 || sh.ground_truth[0] != sh.ground_truth[1] || sh.ground_truth[0] < 1)
+        throw InputError("'" + paths.ground_truth + "' must be a square [N, N] image, has shape " +
+                         shape_text(sh.ground_truth));
+      sh.has_truth = true;
+    }
+    return sh;
+  } catch (...) {
+    rethrow_with_context("reading sinogram " + path.string());
+  }
+}
+
+namespace {
+// The first non-finite value of a dataset, as an InputError naming it.
+template <class T>
+void require_finite(const Array<T>& a, const std::string& dataset) {
+  for (size_t i = 0; i < a.data.size(); ++i)
+    if (!std::isfinite(static_cast<double>(a.data[i]))) {
+      std::string at;
+      size_t rest = i;
+      for (size_t d = a.shape.size(); d-- > 0;) {
+        at = std::to_string(rest % static_cast<size_t>(a.shape[d])) + (at.empty() ? "" : ", ") + at;
+        rest /= static_cast<size_t>(a.shape[d]);
+      }
+      throw InputError("'" + dataset + "' holds a non-finite value (" + std::to_string(static_cast<double>(a.data[i])) +
+                       ") at [" + at + "]");
+    }
+}
+}  // namespace
+
+Sinogram read_dxchange(const fs::path& path, const DxchangePaths& paths, const DxchangeExpect& expect) {
+  const DxchangeShapes sh = read_dxchange_shapes(path, paths);
+  try {
+    const int64_t k = sh.data[0], det = sh.data[1], n = sh.has_truth ? sh.ground_truth[0] : 0;
+    auto mismatch = [&](const std::string& what, int64_t want, int64_t have) {
+      throw InputError("'" + paths.data + "' declares " + std::to_string(have) + " " + what + ", but " +
+                       std::to_string(want) + " are expected (" + expect.source + ")");
+    };
+    if (expect.angles > 0 && k != expect.angles) mismatch("angles", expect.angles, k);
+    if (expect.detector > 0 && det != expect.detector) mismatch("detector bins", expect.detector, det);
+    if (expect.size > 0 && sh.has_truth && n != expect.size)
+      throw InputError("'" + paths.ground_truth + "' is " + std::to_string(n) + " x " + std::to_string(n) + ", but a " +
+                       std::to_string(expect.size) + " x " + std::to_string(expect.size) + " image is expected (" +
+                       expect.source + ")");
+    // Declared sizes against what this process may allocate, before any allocation.
+    const double bytes = 4.0 * static_cast<double>(k) * static_cast<double>(det) + 8.0 * static_cast<double>(k) +
+                         4.0 * static_cast<double>(n) * static_cast<double>(n);
+    if (expect.max_bytes > 0 && bytes > expect.max_bytes)
+      throw InputError("it declares " + std::to_string(k) + " x " + std::to_string(det) + " projections" +
+                       (n ? " and a " + std::to_string(n) + "^2 ground truth" : std::string()) + ": " +
+                       human_bytes(bytes) + " to read, more than the " + human_bytes(expect.max_bytes) + " allowed");
+    H5File f = H5File::open(path);
+    Sinogram s;
+    s.data = read<float>(f, paths.data);
+    require_finite(s.data, paths.data);
+    if (sh.has_theta) {
+      auto th = read<double>(f, paths.theta);
+      require_finite(th, paths.theta);
+      s.theta_deg = th.data;
+    }
+    if (sh.has_truth) {
+      auto gt = read<float>(f, paths.ground_truth);
+      require_finite(gt, paths.ground_truth);
+      s.ground_truth = std::move(gt);
+    }
+    return s;
+  } catch (...) {
+    rethrow_with_context("reading sinogram " + path.string());
+  }
+}
+
+void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths) {
+  write(f, paths.data, s.data.data.data(), s.data.shape, "attenuation line integral",
+        "sinogram [angles, detector], unit detector bins");
+  write(f, paths.theta, s.theta_deg.data(), {static_cast<int64_t>(s.theta_deg.size())}, "deg",
+        "projection angles");
+  if (s.ground_truth)
+    write(f, paths.ground_truth, s.ground_truth->data.data(), s.ground_truth->shape, "attenuation per pixel",
+          "ground-truth image [N, N]");
+}
+
+}  // namespace pnp::io

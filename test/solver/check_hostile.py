@@ -1,0 +1,215 @@
+"""Hostile and inconsistent inputs, each on 2 ranks under mpiexec, with the address space of every
+process capped (a regression that allocates from a declared size fails, it cannot exhaust the
+machine). Each case must end with the expected exit code (2: bad input) within its time limit,
+one `error:` line per rank naming the problem, no stack dump, nothing left behind, and the
+inputs unchanged.
+  check_hostile.py MPIEXEC... -- PNP_RECON PNP_PHANTOM PNP_DENOISE SMALL.toml"""
+import hashlib
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+sep = sys.argv.index("--")
+mpiexec = sys.argv[1:sep]
+recon, phantom, denoise, small = sys.argv[sep + 1:sep + 5]
+CAP = 6 << 30  # address space per process (bytes); a 12 GB allocation cannot happen under it
+work = tempfile.mkdtemp(prefix="pnp_hostile_")
+failures = []
+
+
+def cap_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+
+
+def sha(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def run(cmd, timeout=60):
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=cap_memory)
+        return r.returncode, r.stdout, r.stderr, time.monotonic() - t0
+    except subprocess.TimeoutExpired as e:
+        return None, e.stdout or "", e.stderr or "", time.monotonic() - t0
+
+
+def case(name, cmd, code=2, ranks=2, contains=(), limit=10.0, untouched=(), leftovers_in=None):
+    before = {p: sha(p) for p in untouched}
+    left_before = set(os.listdir(leftovers_in)) if leftovers_in else set()
+    rc, out, err, secs = run(cmd)
+    errs = [l for l in err.splitlines() if l.startswith("error:")]
+    problems = []
+    if rc != code:
+        problems.append(f"exit code {rc}, expected {code}")
+    if (len(errs) != ranks) if ranks else not errs:
+        problems.append(f"{len(errs)} error lines, expected {ranks or 'at least one'}")
+    for c in contains:
+        if not all(c in l for l in errs):
+            problems.append(f"an error line lacks '{c}'")
+    if any(s in err for s in ("terminate called", "Segmentation fault", "Exception raised from", "core dumped")):
+        problems.append("a stack dump or a crash")
+    if secs > limit:
+        problems.append(f"took {secs:.1f} s (limit {limit:.0f} s)")
+    for p, h in before.items():
+        if not os.path.exists(p) or sha(p) != h:
+            problems.append(f"input {p} was changed or removed")
+    if leftovers_in:
+        extra = set(os.listdir(leftovers_in)) - left_before
+        if extra:
+            problems.append(f"left behind {sorted(extra)}")
+    status = "ok  " if not problems else "FAIL"
+    print(f"{status} {name}: exit {rc} in {secs:.1f} s; {errs[0] if errs else '(no error line)'}")
+    if problems:
+        failures.append(name)
+        print("     " + "; ".join(problems))
+        print("     stderr: " + err[-1500:].replace("\n", "\n     "))
+
+
+def recon_cmd(*args, n=2, config=small):
+    return mpiexec + ["-n", str(n), recon, config] + list(args)
+
+
+def out(name):
+    return ["--output", os.path.join(work, name), "--force"]
+
+
+def sinogram(path, k=45, det=91, n=64, data=None, gt=None, theta=True):
+    with h5py.File(path, "w") as f:
+        f["/exchange/data"] = np.random.default_rng(1).random((k, det), dtype=np.float32) if data is None else data
+        if theta:
+            f["/exchange/theta"] = np.arange(k) * 180.0 / k
+        if gt is not False:
+            f["/exchange/ground_truth"] = np.zeros((n, n), np.float32) if gt is None else gt
+
+
+S = lambda key, value: ["--set", f"{key}={value}"]  # noqa: E731
+
+# -- declared sizes are checked before any allocation ----------------------------------------------
+huge = os.path.join(work, "huge.h5")
+with h5py.File(huge, "w") as f:  # a few kB on disk, 45 x 5e6 float32 declared (chunked, never written)
+    f.create_dataset("/exchange/data", shape=(45, 5_000_000), dtype=np.float32, chunks=(1, 1024))
+case("huge declared sinogram, size given", recon_cmd(*S("problem.sinogram", f'"{huge}"'), *out("o1.h5")),
+     contains=("5000000",), untouched=[huge], leftovers_in=work)
+cfg_nosize = os.path.join(work, "nosize.toml")
+with open(small) as f:
+    text = f.read().replace("size = 64\n", "").replace("angles = 45\n", "")
+with open(cfg_nosize, "w") as f:
+    f.write(text)
+case("huge declared sinogram, size inferred", recon_cmd(*S("problem.sinogram", f'"{huge}"'), *out("o2.h5"),
+                                                       config=cfg_nosize), contains=("5000000",), untouched=[huge])
+hugegt = os.path.join(work, "hugegt.h5")
+with h5py.File(hugegt, "w") as f:
+    f["/exchange/data"] = np.ones((45, 91), np.float32)
+    f.create_dataset("/exchange/ground_truth", shape=(200000, 200000), dtype=np.float32, chunks=(1, 1024))
+case("huge declared ground truth", recon_cmd(*S("problem.sinogram", f'"{hugegt}"'), *out("o3.h5")),
+     contains=("200000",))
+
+# -- non-finite values -----------------------------------------------------------------------------
+nan = os.path.join(work, "nan.h5")
+d = np.ones((45, 91), np.float32)
+d[7, 11] = np.nan
+sinogram(nan, data=d)
+case("NaN in the sinogram", recon_cmd(*S("problem.sinogram", f'"{nan}"'), *out("o4.h5")),
+     contains=("non-finite", "[7, 11]"))
+inf = os.path.join(work, "inf.h5")
+g = np.zeros((64, 64), np.float32)
+g[3, 4] = np.inf
+sinogram(inf, gt=g)
+case("Inf in the ground truth", recon_cmd(*S("problem.sinogram", f'"{inf}"'), *out("o5.h5")), contains=("non-finite",))
+wnan = os.path.join(work, "wnan.h5")
+# weights: the small test network's seeded weights, written by pnp_denoise, then poisoned
+img = os.path.join(work, "img.h5")
+with h5py.File(img, "w") as f:
+    f["/x"] = np.random.default_rng(2).random((16, 16), dtype=np.float32)
+subprocess.run([denoise, "--arch", "dncnn", "--features", "8", "--input", img, "--output",
+                os.path.join(work, "den.h5"), "--save-weights", wnan, "--force"], capture_output=True, check=True)
+with h5py.File(wnan, "r+") as f:
+    k = sorted(f["weights"].keys())[0]
+    w = f["weights"][k][()]
+    w.flat[0] = np.nan
+    f["weights"][k][...] = w
+case("NaN in the weights", recon_cmd(*S("denoiser.weights", f'"{wnan}"'), *out("o6.h5")), contains=("non-finite",))
+os.remove(os.path.join(work, "den.h5"))
+
+# -- inconsistent inputs ---------------------------------------------------------------------------
+det = os.path.join(work, "det.h5")
+sinogram(det, det=100, gt=False)
+case("detector count does not fit the image size", recon_cmd(*S("problem.sinogram", f'"{det}"'), *out("o7.h5")),
+     contains=("100 detector bins",))
+case("detector count fits no size, none given", recon_cmd(*S("problem.sinogram", f'"{det}"'), *out("o8.h5"),
+                                                          config=cfg_nosize), contains=("100 detector bins",))
+gtsize = os.path.join(work, "gtsize.h5")
+sinogram(gtsize, gt=np.zeros((48, 48), np.float32))
+case("ground truth of another size", recon_cmd(*S("problem.sinogram", f'"{gtsize}"'), *out("o9.h5")),
+     contains=("48 x 48",))
+group = os.path.join(work, "group.h5")
+with h5py.File(group, "w") as f:
+    f.create_group("/exchange/data")
+    f["/exchange/data/inner"] = np.ones(3, np.float32)
+case("a group where the data should be", recon_cmd(*S("problem.sinogram", f'"{group}"'), *out("o10.h5")),
+     contains=("not a dataset",))
+case("denoiser.dim = 3", recon_cmd(*S("denoiser.dim", "3"), *out("o11.h5")), contains=("denoiser.dim = 3",))
+case("denoiser.channels = 2", recon_cmd(*S("denoiser.channels", "2"), *out("o12.h5")), contains=("channels",))
+
+# -- paths -----------------------------------------------------------------------------------------
+cfgdir = os.path.join(work, "cfgdir")
+os.mkdir(cfgdir)
+case("a directory as the configuration", mpiexec + ["-n", "2", recon, cfgdir], contains=("is a directory",))
+case("the output is a directory", recon_cmd("--output", cfgdir, "--force"), contains=("is a directory",))
+case("an empty output name", recon_cmd("--output", ""), contains=("empty",))
+case("the output's directory does not exist", recon_cmd("--output", os.path.join(work, "no", "such", "o.h5")),
+     contains=("does not exist",))
+case("a file name too long", recon_cmd("--output", os.path.join(work, "x" * 300 + ".h5")), contains=("too long",))
+loop = os.path.join(work, "loop.h5")
+os.symlink(loop, loop)
+case("a symlink loop as the sinogram", recon_cmd(*S("problem.sinogram", f'"{loop}"'), *out("o13.h5")),
+     contains=("symbolic links",))
+good = os.path.join(work, "good.h5")
+sinogram(good, gt=np.random.default_rng(3).random((64, 64), dtype=np.float32))
+case("--force onto the input sinogram", recon_cmd(*S("problem.sinogram", f'"{good}"'), "--output", good, "--force"),
+     contains=("destroy the input",), untouched=[good])
+cfgcopy = os.path.join(work, "copy.toml")
+shutil.copy(small, cfgcopy)
+case("--force onto the configuration", recon_cmd("--output", cfgcopy, "--force", config=cfgcopy),
+     contains=("destroy the input",), untouched=[cfgcopy])
+
+# -- the iteration diverges ------------------------------------------------------------------------
+case("a diverging step with clamp = none",
+     recon_cmd(*S("solver.clamp", '"none"'), *S("solver.step", "1e9"), *S("solver.iterations", "30"), *out("o14.h5")),
+     code=2, ranks=None, contains=("diverged",))
+if os.path.exists(os.path.join(work, "o14.h5")):
+    failures.append("diverged run wrote an output")
+
+# -- ranks that disagree ---------------------------------------------------------------------------
+other = os.path.join(work, "other.toml")
+with open(small) as f:
+    text = f.read().replace("iterations = 4", "iterations = 5")
+with open(other, "w") as f:
+    f.write(text)
+case("ranks started with different configurations (MPMD)",
+     mpiexec + ["-n", "1", recon, small] + out("o15.h5") + [":", "-n", "1", recon, other] + out("o15.h5"),
+     contains=("differs from rank 0", "iterations = 5"))
+
+# -- the other programs ----------------------------------------------------------------------------
+case("pnp_phantom -N 1000000", mpiexec + ["-n", "1", phantom, "-N", "1000000", "-o", os.path.join(work, "p.h5")],
+     ranks=1, contains=("65536",))
+hugeimg = os.path.join(work, "hugeimg.h5")
+with h5py.File(hugeimg, "w") as f:
+    f.create_dataset("/x", shape=(300000, 300000), dtype=np.float32, chunks=(1, 1024))
+case("pnp_denoise on a huge declared image", [denoise, "--arch", "dncnn", "--input", hugeimg, "--output",
+                                              os.path.join(work, "d.h5")], ranks=1, contains=("300000",))
+
+shutil.rmtree(work, ignore_errors=True)
+if failures:
+    print(f"{len(failures)} case(s) failed: {', '.join(failures)}")
+    sys.exit(1)
+print("every hostile input ended with its exit code and one error line per rank")
