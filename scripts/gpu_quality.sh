@@ -11,9 +11,11 @@
 # pre (native); its output (metrics per iteration, stable iteration time) is summarised by
 # test/gpu/quality_table.py into quality.csv and the log. The 4096² HDF5 outputs stay in a
 # scratch directory (too large to return); the log keeps every figure.
-# Stage 2 (--stage 2): the search for each denoiser's best setting within 30 s: DnCNN and
-# DRUNet with longer runs (85 iterations), relaxations 0.2 and 0.5, DRUNet at sigma 0.05 and
-# 0.08 and with an annealed sigma (denoiser.sigma_start); and at 1024² the annealed sigma in
+# Stage 2 (--stage 2): the search for each denoiser's best setting within 30 s: DnCNN with
+# relaxations 0.2 and 0.5 (85 iterations), DRUNet at sigma 0.05 and 0.08 (relaxation 0.5 and the
+# full step) and with an annealed sigma (denoiser.sigma_start 0.15 or 0.2, within the training
+# range [0, 0.2]); the table's it<=budget columns give the best iteration reached in 30 s; and
+# at 1024² the annealed sigma in
 # pre, post and fused with TF32 off (they must agree: the sigma buffer under capture).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -57,16 +59,18 @@ py=$PNP_PYTHON
     {
       run dncnn_ct_r0.2_85 "${q[@]}" "${dn[@]}" --set solver.iterations=85 $(relax 0.2)
       run dncnn_ct_r0.5_85 "${q[@]}" "${dn[@]}" --set solver.iterations=85 $(relax 0.5)
-      run drunet_ct_s0.05_r0.2_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.05 --set solver.iterations=85 $(relax 0.2)
       run drunet_ct_s0.05_r0.5_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.05 --set solver.iterations=85 $(relax 0.5)
       run drunet_ct_s0.08_r0.5_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.08 --set solver.iterations=85 $(relax 0.5)
+      run drunet_ct_s0.05_study_60 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.05 --set solver.iterations=60
       run drunet_ct_s0.08_study_60 "${q[@]}" "${dr[@]}" --set denoiser.sigma=0.08 --set solver.iterations=60
       run drunet_ct_anneal0.15-0.02_study_60 "${q[@]}" "${dr[@]}" --set denoiser.sigma_start=0.15 \
         --set denoiser.sigma=0.02 --set solver.iterations=60
-      run drunet_ct_anneal0.15-0.03_r0.5_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma_start=0.15 \
+      run drunet_ct_anneal0.2-0.02_study_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma_start=0.2 \
+        --set denoiser.sigma=0.02 --set solver.iterations=85
+      run drunet_ct_anneal0.2-0.03_r0.5_85 "${q[@]}" "${dr[@]}" --set denoiser.sigma_start=0.2 \
         --set denoiser.sigma=0.03 --set solver.iterations=85 $(relax 0.5)
     }
-    $py test/gpu/quality_table.py --fbp "$work/fbp.txt" --csv "$out/quality_stage2.csv" "$work"/*.h5
+    $py test/gpu/quality_table.py --fbp "$work/fbp.txt" --csv "$out/quality_stage2.csv" --budget 30 "$work"/*.h5
     # The annealed sigma under capture, 1024², TF32 off: pre, post and fused must agree.
     sed -e 's/^size = 4096/size = 1024/' -e 's/^init = "zeros"/init = "fbp"/' "$cfg" >"$work/c1024.toml"
     for m in pre post fused; do
@@ -99,7 +103,7 @@ EOF2
         --set denoiser.sigma=$s --set solver.iterations=40 --set solver.step_scale=1.9 --set solver.relaxation=0.2
     done
   done
-  $py test/gpu/quality_table.py --fbp "$work/fbp.txt" --csv "$out/quality.csv" "$work"/*.h5
+  $py test/gpu/quality_table.py --fbp "$work/fbp.txt" --csv "$out/quality.csv" --budget 30 "$work"/*.h5
   # The study's reconstruction (pre) for the figures, downsampled to fit what comes back.
   $py - "$work/study_pre.h5" "$work/drunet_ct_s0.01_relaxed.h5" "$out/recon_small.h5" <<'EOF'
 import sys, h5py
