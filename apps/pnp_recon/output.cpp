@@ -23,10 +23,19 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
      << (cfg.problem.sinogram.empty() ? "phantom " + cfg.problem.phantom + " generated in memory"
                                       : "sinogram " + cfg.problem.sinogram)
      << "\n";
-  os << "solver       " << cfg.solver.iterations << " iterations, init " << cfg.solver.init << ", clamp "
-     << cfg.solver.clamp << ", relaxation " << cfg.solver.relaxation << "\n";
+  os << "solver       " << cfg.solver.iterations << " iterations, init " << cfg.solver.init << ", step ";
+  if (cfg.solver.step > 0)
+    os << cfg.solver.step;
+  else
+    os << cfg.solver.step_scale << "/L";
+  os << ", clamp " << cfg.solver.clamp << ", relaxation " << cfg.solver.relaxation << "\n";
   os << "denoiser     " << g.architecture << " (" << g.dim << "D, " << g.parameter_count() << " parameters, receptive radius "
-     << nn::receptive_radius(g) << " px, alignment " << g.alignment() << "), sigma " << cfg.denoiser.sigma << ", "
+     << nn::receptive_radius(g) << " px, alignment " << g.alignment() << "), sigma ";
+  if (cfg.denoiser.sigma_start > 0)
+    os << cfg.denoiser.sigma_start << " -> " << cfg.denoiser.sigma << " (annealed)";
+  else
+    os << cfg.denoiser.sigma;
+  os << ", "
      << cfg.denoiser.precision << ", weights "
      << (cfg.denoiser.weights.empty() ? "seeded random init" : cfg.denoiser.weights) << "\n";
   os << "compile      mode " << cfg.compile.mode << ", backend " << cfg.compile.backend << "\n";
