@@ -1,3 +1,8 @@
+// The typed HDF5 layer under every file pnp reads or writes (include/pnp/io.hpp): handles,
+// files, datasets of every element type, float16, strings and attributes, and the error
+// mapping (a read that fails is an input error). Over 400 lines because it is one concern whose
+// helpers (handle types, attribute writers, dataset opening) are private to it; the DXchange
+// layout on top of it is src/io/dxchange.cpp.
 #include <fcntl.h>
 #include <unistd.h>
 
