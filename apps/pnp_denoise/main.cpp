@@ -106,6 +106,7 @@ int run(int argc, char** argv) {
   const at::Device device = parse_device(device_s, "--device");
   const at::ScalarType dtype = nn::parse_dtype(dtype_s, "--dtype");
   io::check_output_path(output, overwrite, {input});
+  io::probe_hdf5({input, weights});
 
   const nn::Graph g = nn::build(spec);
   nn::Weights w = weights.empty() ? nn::init_weights(g, seed) : nn::load_weights(weights, g);

@@ -37,6 +37,19 @@ int main(int argc, char** argv) {
     collectively(MPI_COMM_WORLD, [&] {
       cli = recon::parse_cli(argc, argv, rank);
       if (!cli.exit_now) cfg = load_config(cli.config, cli.sets);
+      // Every HDF5 input read once in a probe process (rank 0; the files are shared): a
+      // damaged file that crashes or hangs libhdf5 is an input error, not a dead rank.
+      if (!cli.exit_now && rank == 0) {
+        std::vector<std::filesystem::path> files{cfg.problem.sinogram};
+        try {  // an unknown model name is reported by the plan, on every rank
+          if (!cfg.denoiser.weights.empty()) files.emplace_back(resolve_weights(cfg.denoiser.weights));
+        } catch (const InputError&) {
+        }
+        if (cfg.output.resume) files.emplace_back(cfg.output.checkpoint_path());
+        // A probe that hangs is no progress: it gets the watchdog's time (at most 120 s).
+        const double t = cfg.distributed.timeout_s;
+        io::probe_hdf5(files, t > 0 && t < 120 ? t : 120);
+      }
     });
   } catch (const CollectiveError& e) {
     return report(e);

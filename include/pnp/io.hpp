@@ -141,6 +141,16 @@ class AtomicOutput {
 void check_output_path(const std::filesystem::path& path, bool overwrite,
                        const std::vector<std::filesystem::path>& inputs = {});
 
+// Reads each file whole (every object, attribute and dataset; datasets over 256 MiB in their
+// first 1 MiB) in a separate process, `pnp_h5probe` beside the running program, and throws
+// InputError when that process crashes, hangs longer than `timeout_s` or finds a file
+// unreadable: a damaged file that would crash or hang the HDF5 library (libhdf5 has
+// out-of-bounds reads on some corrupted metadata) is refused before any rank reads it. Files
+// that do not exist or are not regular files are skipped (their readers say why).
+void probe_hdf5(const std::vector<std::filesystem::path>& files, double timeout_s = 120);
+// What pnp_h5probe does, in this process: "" when every object of the file reads, else why not.
+std::string whole_file_problem(const std::filesystem::path& path);
+
 // A sinogram in the DXchange layout: data [angles, detector] float32, theta in degrees,
 // optional ground truth image [N, N].
 struct Sinogram {

@@ -8,7 +8,7 @@ RECON_ROOT_ATTRS = (
     "program", "version", "git_commit", "date", "host", "ranks", "gpu_names",
     "torch_version", "cuda_version", "nccl_version", "config",
     "compile_mode", "compile_backend", "architecture", "device", "comm_backend", "step",
-    "graphs_captured",
+    "graphs_captured", "tf32",
 )
 REQUIRED_ROOT_ATTRS = ("program", "version", "git_commit", "date", "ranks", "gpu_names",
                        "compile_mode", "compile_backend")
@@ -40,9 +40,12 @@ RECON_DATASETS = {
     "/memory/estimated_bytes": ("B", False),
     "/memory/patch_size": ("px", False),
     "/communication/bytes_per_iteration": ("B", False),
+    "/communication/bytes": ("B", False),
     "/metrics/psnr": ("dB", True),
     "/metrics/ssim": ("1", False),
     "/metrics/residual": ("1", True),
+    "/metrics/sigma": ("1", False),
+    "/provenance/segments": ("1", False),
     "/decomposition/boxes": ("px", True),
     "/decomposition/halo": ("px", True),
 }

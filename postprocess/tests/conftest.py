@@ -50,6 +50,7 @@ def _root_attrs(f, program, ranks, gpu, mode, backend, architecture, config, dev
     f.attrs["comm_backend"] = ("nccl" if gpu != "cpu" else "mpi") if ranks > 1 else "mpi"
     f.attrs["step"] = np.float64(2.2e-5)
     f.attrs["graphs_captured"] = np.int64(mode in ("post", "fused") and gpu != "cpu")
+    f.attrs["tf32"] = np.int64(1)
 
 
 def phase_profile(mode: str, ranks: int, stable: float) -> dict:

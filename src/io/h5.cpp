@@ -316,7 +316,15 @@ Handle open_attr(H5File& f, const std::string& obj_path, const std::string& name
   if (!has_attr(f, obj_path, name))
     throw InputError("attribute '" + name + "' of '" + obj_path + "' not found in " + f.path().string());
   Handle obj = open_object(f, obj_path);
-  return Handle(H5Aopen(obj.id(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  Handle a(H5Aopen(obj.id(), name.c_str(), H5P_DEFAULT), H5Aclose);
+  if (a.id() < 0) bad_file(f, "cannot open attribute '" + name + "' of '" + obj_path + "'");
+  // Every attribute pnp reads holds one value, read into one variable: a damaged or foreign
+  // file that declares more must not write past it.
+  Handle space(H5Aget_space(a.id()), H5Sclose);
+  const hssize_t n = space.id() < 0 ? -1 : H5Sget_simple_extent_npoints(space.id());
+  if (n != 1)
+    bad_file(f, "attribute '" + name + "' of '" + obj_path + "' holds " + std::to_string(n) + " values, expected one");
+  return a;
 }
 template <class T>
 T read_numeric_attr(H5File& f, const std::string& obj_path, const std::string& name) {

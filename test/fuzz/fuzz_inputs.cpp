@@ -4,7 +4,9 @@
 // the child may accept the input (exit 0) or refuse it with an input error (exit 2). Anything
 // else fails the run: another exception (exit 3), an allocation failure (exit 4), a crash (a
 // signal) or a hang (killed after the limit); the input is saved for replay.
-//   pnp_fuzz TARGET --seconds S [--seed N] [--crashes DIR] [--replay FILE]
+//   pnp_fuzz TARGET --seconds S [--executions N] [--seed N] [--crashes DIR] [--replay FILE]
+// It stops after S seconds or N executions, whichever comes first: with N, a run tries the same
+// inputs on every machine (ctest uses both: N for the same inputs in CI, S as a backstop).
 // TARGET: config, train_config, sweep_config, dxchange, weights, checkpoint.
 // Seeds: the project's own input/*.toml and test configs, and valid HDF5 files written here by
 // the project's own writers. Mutations: byte flips, inserted and deleted runs, interesting
@@ -15,6 +17,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <hdf5.h>
+#include <execinfo.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,19 +76,27 @@ struct Target {
   std::function<void(const fs::path&, const Bytes&)> run;
 };
 
+constexpr double kProbeSeconds = 5;  // within the child's 10 s limit
+
 std::map<std::string, Target> targets(const fs::path& dir) {
   std::map<std::string, Target> t;
   t["config"] = {false, [dir](const fs::path&, const Bytes& b) { (void)parse_config(b, "fuzz.toml", dir); }};
   t["train_config"] = {false, [dir](const fs::path&, const Bytes& b) { (void)training::parse_train_config(b, "fuzz.toml", dir); }};
   t["sweep_config"] = {false, [](const fs::path&, const Bytes& b) { (void)benchmark::parse_sweep(b, "fuzz.toml"); }};
+  // The HDF5 targets read as the programs do: pnp_h5probe first (io::probe_hdf5), then the reader.
   t["dxchange"] = {true, [](const fs::path& p, const Bytes&) {
+                     io::probe_hdf5({p}, kProbeSeconds);
                      io::DxchangeExpect e;
                      e.max_bytes = 64e6;
                      (void)io::read_dxchange_shapes(p);
                      (void)io::read_dxchange(p, {}, e);
                    }};
-  t["weights"] = {true, [](const fs::path& p, const Bytes&) { (void)nn::load_weights(p.string(), small_graph()); }};
+  t["weights"] = {true, [](const fs::path& p, const Bytes&) {
+                    io::probe_hdf5({p}, kProbeSeconds);
+                    (void)nn::load_weights(p.string(), small_graph());
+                  }};
   t["checkpoint"] = {true, [](const fs::path& p, const Bytes&) {
+                       io::probe_hdf5({p}, kProbeSeconds);
                        Config c;
                        c.problem.size = 16;
                        c.solver.iterations = 8;
@@ -261,9 +272,20 @@ void generate_hdf5(const std::string& target, const fs::path& p, std::mt19937_64
 // ---- one execution in a forked child ----
 enum class Outcome { accepted, refused, failed };
 
+// In the child: a crash prints its stack to stderr (where the failure happened), then dies by
+// the same signal.
+void crash_handler(int sig) {
+  void* frames[48];
+  const int n = backtrace(frames, 48);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 Outcome execute(const Target& t, const fs::path& file, const Bytes& bytes, double limit_s, std::string& why) {
   const pid_t pid = fork();
   if (pid == 0) {
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE}) signal(sig, crash_handler);
     rlimit rl{};
     rl.rlim_cur = rl.rlim_max = 3ull << 30;
     setrlimit(RLIMIT_AS, &rl);
@@ -300,22 +322,39 @@ Outcome execute(const Target& t, const fs::path& file, const Bytes& bytes, doubl
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: pnp_fuzz TARGET --seconds S [--seed N] [--crashes DIR] [--replay FILE]\n");
-    return 2;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fprintf(argc < 2 ? stderr : stdout,
+                 "usage: pnp_fuzz TARGET [--seconds S] [--executions N] [--seed N] [--crashes DIR] [--replay FILE]\n"
+                 "Feeds one reader mutated and generated inputs, each in a forked child (3 GiB address space,\n"
+                 "10 s), until S seconds (default 10) or N inputs. TARGET: config, train_config, sweep_config\n"
+                 "(TOML parsers), dxchange, weights, checkpoint (HDF5 readers, pnp_h5probe first as the programs\n"
+                 "do). An input error (exit 2) is a pass; a crash, hang, other exception or allocation failure is\n"
+                 "a failure, saved to DIR (default fuzz_crashes/). --replay FILE runs one saved input.\n"
+                 "Exit 0: no failure; 1: failures; 2: bad usage.\n");
+    return argc < 2 ? 2 : 0;
   }
   at::set_num_threads(1);  // no thread pool in the parent: the children are forked
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const std::string name = argv[1];
   double seconds = 10;
   uint64_t seed = 1;
+  int64_t max_runs = -1;
   fs::path crashes = "fuzz_crashes", replay;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  for (int i = 2; i < argc; i += 2) {
     const std::string a = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "pnp_fuzz: %s needs a value (pnp_fuzz --help)\n", a.c_str());
+      return 2;
+    }
     if (a == "--seconds") seconds = std::stod(argv[i + 1]);
     else if (a == "--seed") seed = std::stoull(argv[i + 1]);
+    else if (a == "--executions") max_runs = std::stoll(argv[i + 1]);
     else if (a == "--crashes") crashes = argv[i + 1];
     else if (a == "--replay") replay = argv[i + 1];
+    else {
+      std::fprintf(stderr, "pnp_fuzz: unknown option %s (pnp_fuzz --help)\n", a.c_str());
+      return 2;
+    }
   }
   const fs::path dir = fs::temp_directory_path() / ("pnp_fuzz_" + name + "_" + std::to_string(getpid()));
   fs::create_directories(dir);
@@ -339,7 +378,7 @@ int main(int argc, char** argv) {
   int64_t runs = 0, accepted = 0, refused = 0, failed = 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  while (elapsed() < seconds) {
+  while (elapsed() < seconds && (max_runs < 0 || runs < max_runs)) {
     Bytes input;
     if (t.hdf5 && rng() % 3 == 0) {
       generate_hdf5(name, file, rng);

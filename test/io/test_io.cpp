@@ -113,6 +113,50 @@ TEST_CASE("DXchange errors name the file and dataset") {
   CHECK_THROWS_WITH(read_dxchange(dir / "nodata.h5"), doctest::Contains("dataset '/exchange/data' not found in"));
 }
 
+TEST_CASE("an attribute that declares more than one value is refused, not read past its variable") {
+  auto dir = pnp::test::scratch_dir("io_attr");
+  {
+    H5File f = H5File::create(dir / "a.h5");
+    const hsize_t n = 64;
+    hid_t space = H5Screate_simple(1, &n, nullptr);
+    std::vector<double> v(n, 3.0);
+    hid_t a = H5Acreate2(f.id(), "step", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_DOUBLE, v.data());
+    H5Aclose(a);
+    hid_t st = H5Tcopy(H5T_C_S1);
+    H5Tset_size(st, 8);
+    std::vector<char> text(8 * n, 'x');
+    a = H5Acreate2(f.id(), "name", st, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, st, text.data());
+    H5Aclose(a);
+    H5Tclose(st);
+    H5Sclose(space);
+  }
+  H5File f = H5File::open(dir / "a.h5");
+  CHECK_THROWS_WITH_AS(read_attr_double(f, "/", "step"), doctest::Contains("holds 64 values, expected one"),
+                       pnp::InputError);
+  CHECK_THROWS_WITH_AS(read_attr_string(f, "/", "name"), doctest::Contains("holds 64 values, expected one"),
+                       pnp::InputError);
+}
+
+TEST_CASE("the probe: whole_file_problem reads every object; probe_hdf5 skips missing files") {
+  auto dir = pnp::test::scratch_dir("io_probe");
+  {
+    H5File f = H5File::create(dir / "ok.h5");
+    std::vector<float> d(12, 1.0f);
+    write(f, "/g/x", d.data(), {3, 4}, "1", "x");
+    write_attr(f, "/", "program", std::string("pnp_test"));
+  }
+  CHECK(whole_file_problem(dir / "ok.h5") == "");
+  { std::ofstream(dir / "text.h5") << "not hdf5"; }
+  CHECK(whole_file_problem(dir / "text.h5").find("is not a readable HDF5 file") != std::string::npos);
+  // Missing files are left to their readers; the probe program itself is beside the test binary.
+  CHECK_NOTHROW(probe_hdf5({dir / "missing.h5"}));
+  CHECK_NOTHROW(probe_hdf5({dir / "ok.h5"}, 30));
+  CHECK_THROWS_WITH_AS(probe_hdf5({dir / "ok.h5", dir / "text.h5"}, 30), doctest::Contains("text.h5"),
+                       pnp::InputError);
+}
+
 TEST_CASE("atomic output: nothing under the final name until commit, no overwrite without force") {
   auto dir = pnp::test::scratch_dir("io_atomic");
   auto final_path = dir / "out.h5";

@@ -1,13 +1,15 @@
 // The inductor backend on CPU (Inductor's C++ code generator, default mode): compiled == eager
 // for DnCNN, DRUNet and UNet in 2D and 3D with small channel counts; a cache hit loads in < 1 s
 // without running the exporter; other weights through the same package; the multi-process
-// protocol (waiting for another process's lock, rethrowing its failure); clear errors for a
+// protocol (waiting for another process's lock, rethrowing its failure); a damaged cached
+// package (truncated, or of the right size but unloadable) removed and rebuilt; clear errors for a
 // missing interpreter or torch. All cases share one cache directory, emptied once per run, so
 // every run compiles each IR once (~40 s each on 2 cores).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include "pnp_test.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +104,35 @@ TEST_CASE("inductor == eager: DnCNN 2D, and the cache") {
     at::Tensor x = at::rand(kDncnnShape);
     CHECK((ind->forward(x, 0.1) - eager->forward(x, 0.1)).abs().max().item<double>() < 1e-4);
     CHECK_THROWS_AS(ind->forward(at::rand({1, 1, 12, 12}), 0.1), InputError);
+  }
+  // The self-healing cache: each case damages the package the test case's first line built,
+  // and the next make_inductor compiles it again (one compile each, ~20-40 s on 2 cores).
+  SUBCASE("a truncated package (its size is not the recorded one) is removed and rebuilt") {
+    Weights w = random_weights(g, 3);
+    const std::string pkg = inductor_package_path(g, kDncnnShape, at::kFloat, at::kCPU, options());
+    fs::resize_file(pkg, fs::file_size(pkg) / 2);
+    auto ind = make_inductor(g, w, at::kCPU, at::kFloat, kDncnnShape, options());
+    CHECK(ind->compiled_here());
+    CHECK(std::any_of(ind->notes().begin(), ind->notes().end(),
+                      [](const std::string& n) { return n.find("removed a damaged package") != std::string::npos; }));
+    at::Tensor x = at::rand(kDncnnShape);
+    CHECK((ind->forward(x, 0.1) - make_eager(g, w, at::kCPU, at::kFloat)->forward(x, 0.1)).abs().max().item<double>() <
+          1e-4);
+  }
+  SUBCASE("a package of the recorded size that does not load is removed and rebuilt") {
+    Weights w = random_weights(g, 3);
+    const std::string pkg = inductor_package_path(g, kDncnnShape, at::kFloat, at::kCPU, options());
+    const auto size = fs::file_size(pkg);
+    { std::ofstream(pkg, std::ios::binary | std::ios::trunc) << std::string(size, 'x'); }
+    REQUIRE(fs::file_size(pkg) == size);
+    auto ind = make_inductor(g, w, at::kCPU, at::kFloat, kDncnnShape, options());
+    CHECK(ind->compiled_here());
+    CHECK(std::any_of(ind->notes().begin(), ind->notes().end(), [](const std::string& n) {
+      return n.find("rebuilt after the cached package could not be used") != std::string::npos;
+    }));
+    at::Tensor x = at::rand(kDncnnShape);
+    CHECK((ind->forward(x, 0.1) - make_eager(g, w, at::kCPU, at::kFloat)->forward(x, 0.1)).abs().max().item<double>() <
+          1e-4);
   }
   SUBCASE("another process compiling: wait for its package, then load") {
     Weights w = random_weights(g, 3);

@@ -199,6 +199,27 @@ case("ranks started with different configurations (MPMD)",
      mpiexec + ["-n", "1", recon, small] + out("o15.h5") + [":", "-n", "1", recon, other] + out("o15.h5"),
      contains=("differs from rank 0", "iterations = 5"))
 
+# -- files that crash or hang libhdf5 itself (test/solver/data/README.md): pnp_h5probe reads every
+# input first in its own process, so the crash or the hang happens there, not in a rank ----------
+data = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+crashes, aborts, hangs, heap_index = (os.path.join(work, f"damaged_{k}_hdf5.h5")
+                                      for k in ("crashes", "aborts", "hangs", "heap_index"))
+for p in (crashes, aborts, hangs, heap_index):
+    shutil.copy(os.path.join(data, os.path.basename(p)), p)
+case("weights that crash libhdf5 (SIGSEGV)", recon_cmd(*S("denoiser.weights", f'"{crashes}"'), *out("o16.h5")),
+     contains=("crashed the HDF5 library", "damaged_crashes_hdf5.h5"), untouched=(crashes,))
+case("a sinogram that aborts libhdf5 (SIGABRT)", recon_cmd(*S("problem.sinogram", f'"{aborts}"'), *out("o17.h5")),
+     contains=("crashed the HDF5 library", "damaged_aborts_hdf5.h5"), untouched=(aborts,))
+case("a checkpoint that hangs libhdf5", recon_cmd(*S("output.checkpoint", f'"{hangs}"'), "--resume",
+                                                  *S("distributed.timeout_s", "4"), *out("o18.h5")),
+     contains=("did not finish within 4 s", "damaged_hangs_hdf5.h5"), untouched=(hangs,))
+case("weights whose damaged heap index reads cleanly unless the heap is poisoned",
+     recon_cmd(*S("denoiser.weights", f'"{heap_index}"'), *out("o19.h5")),
+     contains=("crashed the HDF5 library", "damaged_heap_index_hdf5.h5"), untouched=(heap_index,))
+case("pnp_denoise on weights that crash libhdf5",
+     [denoise, "--arch", "dncnn", "--input", crashes, "--output", os.path.join(work, "d2.h5")], ranks=1,
+     contains=("crashed the HDF5 library",))
+
 # -- the other programs ----------------------------------------------------------------------------
 case("pnp_phantom -N 1000000", mpiexec + ["-n", "1", phantom, "-N", "1000000", "-o", os.path.join(work, "p.h5")],
      ranks=1, contains=("65536",))
