@@ -5,6 +5,7 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "pnp/device.hpp"
@@ -45,6 +46,15 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   if (cfg.denoiser.memory_limit_gb > 0)
     os << "memory limit " << cfg.denoiser.memory_limit_gb << " GB per rank (denoiser.memory_limit_gb)\n";
   for (size_t r = 0; r < plans.size(); ++r) os << "memory       rank " << r << ": " << plans[r].describe() << "\n";
+  os << "denoiser work (halo_mode " << cfg.distributed.halo_mode << ", per call)\n";
+  for (size_t r = 0; r < plan.work.size(); ++r) {
+    const DenoiserWork& w = plan.work[r];
+    char line[200];
+    std::snprintf(line, sizeof line, "             rank %zu: %.4g GFLOP, %.3fx the ideal share; sends %s in %lld messages over %lld exchange(s)\n",
+                  r, w.flops / 1e9, w.redundancy(), human_bytes(double(w.exchange_bytes)).c_str(), (long long)w.messages,
+                  (long long)w.exchanges);
+    os << line;
+  }
   return os.str();
 }
 
@@ -139,6 +149,23 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write(f, "/decomposition/boxes", boxes.data(), {ranks, 4}, "px", "owned tile of each rank: r0, r1, c0, c1 (half-open)");
   io::write_scalar<int64_t>(f, "/decomposition/halo", d.halo, "px", "halo width used (halo = 0 resolved to the receptive radius)");
   io::write_attr(f, "/decomposition", "kind", d.kind);
+  io::write_attr(f, "/decomposition", "halo_mode", cfg.distributed.halo_mode);
+  {
+    const auto work = denoiser_work(cfg, d, denoiser_graph(cfg.denoiser));
+    std::vector<double> flops, red, bytes, msgs;
+    for (const auto& w : work)
+      flops.push_back(w.flops), red.push_back(w.redundancy()), bytes.push_back(double(w.exchange_bytes)),
+          msgs.push_back(double(w.messages));
+    io::write(f, "/decomposition/denoiser_flops", flops.data(), {ranks}, "FLOP",
+              "conv FLOPs of one denoiser call on each rank, counted on the IR (input halo: the extended tile; layer "
+              "halo: the owned tile with its per-layer halos)");
+    io::write(f, "/decomposition/redundancy", red.data(), {ranks}, "1",
+              "denoiser_flops over the ideal share (the whole image's FLOPs / ranks): the work a rank repeats");
+    io::write(f, "/decomposition/denoiser_exchange_bytes", bytes.data(), {ranks}, "B",
+              "bytes each rank sends for one denoiser call (input halo: the ghost boxes; layer halo: every layer's)");
+    io::write(f, "/decomposition/denoiser_messages", msgs.data(), {ranks}, "1",
+              "messages each rank sends for one denoiser call");
+  }
   out.commit();
 }
 

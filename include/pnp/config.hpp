@@ -71,6 +71,7 @@ struct DistributedConfig {
   std::string decomposition = "slabs";  // slabs | grid
   std::vector<int64_t> grid = {0, 0};   // rows x cols of ranks for grid; 0 = choose
   int64_t halo = 0;                     // 0 = receptive radius (exact)
+  std::string halo_mode = "input";      // input | layer (include/pnp/nn/ir.hpp, with_layer_halos)
   std::string comm = "auto";            // auto | nccl | mpi
   std::string device = "auto";          // auto | cpu | cuda
   double timeout_s = 1200;              // watchdog: end the job after this long without progress; 0 = off

@@ -62,7 +62,10 @@ Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::D
 //   post/fused  the same backend without its own graph: the solver captures the whole region
 //               around it (src/solver/regions.hpp).
 struct Denoiser {
-  nn::Graph graph;
+  nn::Graph graph;  // what the executor runs: with halo nodes when it runs distributed
+  // distributed.halo_mode = "layer" on more than one rank: the exchanges of the halo nodes
+  // (declared before the executor, which calls it, so that it is destroyed after it).
+  std::unique_ptr<nn::HaloExchanger> exchanger;
   std::unique_ptr<nn::Executor> executor;
   at::ScalarType dtype = at::kFloat;  // denoiser.precision: kFloat (fp32) or kBFloat16 (bf16)
   double setup_seconds = 0;           // weights and executor construction
@@ -75,7 +78,31 @@ nn::Graph denoiser_graph(const DenoiserConfig& c);
 // denoiser.precision as the executors' compute dtype: "fp32" -> kFloat, "bf16" -> kBFloat16.
 // The solver's own state stays float32; the denoiser casts its input and the solver its output.
 at::ScalarType denoiser_dtype(const DenoiserConfig& c);
-Denoiser make_denoiser(const Config& cfg, at::Device device);
+// With distributed.halo_mode = "layer", a communicator of more than one rank and its
+// decomposition (planned with align_owned), the graph gets halo nodes (nn::with_layer_halos)
+// and the executor exchanges at every layer; otherwise comm and d are not used.
+Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm = nullptr,
+                       const Decomposition* d = nullptr);
+// ---- Denoiser work per rank ---------------------------------------------------------------
+
+// Rank `rank`'s view of d's split, for nn::with_layer_halos.
+std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank);
+
+// What one denoiser call costs each rank, counted on the IR (roofline::count): its conv FLOPs
+// against the ideal share (the whole image's FLOPs / ranks), and what it exchanges. halo_mode
+// "input": the graph on the extended tile (the receptive-radius halo recomputes the neighbours'
+// borders), exchanging the HaloPlan's boxes once (float32); "layer": the graph with halo nodes on
+// the owned tile, exchanging at every halo node (nn::layer_halo_traffic, at the denoiser's
+// precision). Patched runs (denoiser.patch_size) are counted as one call on the whole tile.
+struct DenoiserWork {
+  double flops = 0;          // this rank's
+  double ideal = 0;          // the whole image's / ranks
+  int64_t exchange_bytes = 0, messages = 0;  // sent by this rank per call
+  int64_t exchanges = 0;     // halo exchanges per call (input: 1 when the rank has neighbours)
+  double redundancy() const { return ideal > 0 ? flops / ideal : 0; }
+};
+std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& d, const nn::Graph& whole);
+
 // Path of a shipped model name ("dncnn_ct" -> <models dir>/dncnn_ct.h5), or the path itself.
 std::string resolve_weights(const std::string& weights);
 
@@ -192,6 +219,7 @@ struct ReconstructionPlan {
   nn::Graph graph;
   Decomposition decomp;
   std::vector<MemoryPlan> memory;  // one per rank
+  std::vector<DenoiserWork> work;  // one per rank
 };
 
 // Set-up, run and record of one reconstruction. Every call is collective over the ranks of

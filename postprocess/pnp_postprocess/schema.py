@@ -48,6 +48,10 @@ RECON_DATASETS = {
     "/provenance/segments": ("1", False),
     "/decomposition/boxes": ("px", True),
     "/decomposition/halo": ("px", True),
+    "/decomposition/denoiser_flops": ("FLOP", False),
+    "/decomposition/redundancy": ("1", False),
+    "/decomposition/denoiser_exchange_bytes": ("B", False),
+    "/decomposition/denoiser_messages": ("1", False),
 }
 
 CEILINGS_ROOT_ATTRS = ("program", "version", "git_commit", "date", "host", "gpu_names")

@@ -23,7 +23,19 @@ void validate(const Config& c, const std::string& source) {
   if (c.denoiser.channels != 1)
     throw InputError(source + ": denoiser.channels = " + std::to_string(c.denoiser.channels) +
                      ": a CT image has one channel, so the denoiser must take 1");
-
+  if (c.distributed.halo_mode == "layer") {
+    // The denoiser runs distributed, one whole tile per rank, exchanging at every layer.
+    if (c.compile.mode != "none" && c.compile.backend == "inductor")
+      throw InputError(source + ": distributed.halo_mode = \"layer\" needs compile.backend = \"native\" (or "
+                       "compile.mode = \"none\"): an AOTInductor package is one opaque call with no place for "
+                       "the exchanges between its layers");
+    if (c.denoiser.patch_size > 0 || c.denoiser.memory_limit_gb > 0)
+      throw InputError(source + ": distributed.halo_mode = \"layer\" denoises each rank's tile whole; unset "
+                       "denoiser.patch_size and denoiser.memory_limit_gb (add ranks to cut the memory per rank)");
+    if (c.distributed.halo > 0)
+      throw InputError(source + ": distributed.halo sets the input halo; with halo_mode = \"layer\" there is "
+                       "none (each layer exchanges its own), so leave it at 0");
+  }
 }
 
 const std::vector<std::string> kSections = {"problem", "solver", "denoiser", "compile", "distributed", "output"};
@@ -81,6 +93,7 @@ const Schema<Config>& schema() {
       choice_field<C>("distributed", "decomposition", PNP_MEMBER(C, distributed.decomposition), {"slabs", "grid"}, "tiles: row slabs or a 2D grid"),
       int_list_field<C>("distributed", "grid", PNP_MEMBER(C, distributed.grid), 2, 2, 0, 65536, "[rows, cols] of the rank grid; 0 = choose"),
       int_field<C>("distributed", "halo", PNP_MEMBER(C, distributed.halo), 0, 65536, "ghost width in pixels; 0 = the denoiser's receptive radius (exact)"),
+      choice_field<C>("distributed", "halo_mode", PNP_MEMBER(C, distributed.halo_mode), {"input", "layer"}, "input: each rank denoises its tile plus a ghost halo of the receptive radius (recomputing its neighbours' borders); layer: the denoiser runs distributed, exchanging each conv's 1-px halo with the neighbours at every layer (no redundant work; native or eager only)"),
       choice_field<C>("distributed", "comm", PNP_MEMBER(C, distributed.comm), {"auto", "nccl", "mpi"}, "communication backend; auto = NCCL for one GPU per rank, else MPI"),
       choice_field<C>("distributed", "device", PNP_MEMBER(C, distributed.device), {"auto", "cpu", "cuda"}, "compute device; auto = CUDA when available"),
       float_field<C>("distributed", "timeout_s", PNP_MEMBER(C, distributed.timeout_s), 0.0, 1e7, "watchdog: end every rank when one sees no progress for this many seconds (a stopped or dead rank, a hung device); keep it above the longest compile; 0 = off"),

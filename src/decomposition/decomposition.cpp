@@ -33,10 +33,20 @@ int64_t Decomposition::max_ext_pixels() const {
   return m;
 }
 
+std::vector<AxisPeers> Decomposition::peers(int rank) const {
+  const int row = rank / grid_cols, col = rank % grid_cols;
+  std::vector<AxisPeers> p(2);
+  if (row > 0) p[0].lo = rank - grid_cols;
+  if (row < grid_rows - 1) p[0].hi = rank + grid_cols;
+  if (col > 0) p[1].lo = rank - 1;
+  if (col < grid_cols - 1) p[1].hi = rank + 1;
+  return p;
+}
+
 std::string Decomposition::describe() const {
   std::ostringstream os;
   os << kind << " " << grid_rows << " x " << grid_cols << " of a " << n << " x " << n << " image, halo " << halo
-     << " px, alignment " << align << "\n";
+     << " px, alignment " << align << (align_owned ? " (tile boundaries on it)" : "") << "\n";
   for (const auto& t : tiles) {
     os << "  rank " << t.rank << ": owns " << to_string(t.own) << " (" << t.own.rows() << " x " << t.own.cols()
        << "), extended " << to_string(t.ext) << " (" << t.ext.rows() << " x " << t.ext.cols() << "), "
@@ -46,7 +56,7 @@ std::string Decomposition::describe() const {
 }
 
 Decomposition plan_decomposition(int64_t n, int ranks, const std::string& kind, std::vector<int64_t> grid,
-                                 int64_t halo, int64_t align) {
+                                 int64_t halo, int64_t align, bool align_owned) {
   if (ranks < 1) throw InputError("decomposition needs at least one rank");
   if (halo < 0) throw InputError("distributed.halo must be >= 0");
   if (align < 1) align = 1;
@@ -54,6 +64,7 @@ Decomposition plan_decomposition(int64_t n, int ranks, const std::string& kind, 
   d.n = n;
   d.halo = halo;
   d.align = align;
+  d.align_owned = align_owned;
   d.kind = kind;
   if (kind == "slabs") {
     d.grid_rows = ranks;
@@ -80,7 +91,18 @@ Decomposition plan_decomposition(int64_t n, int ranks, const std::string& kind, 
   if (d.grid_rows > n || d.grid_cols > n)
     throw InputError("cannot split a " + std::to_string(n) + " x " + std::to_string(n) + " image over " +
                      std::to_string(d.grid_rows) + " x " + std::to_string(d.grid_cols) + " tiles: a tile would be empty");
-  auto rows = split_range(n, d.grid_rows), cols = split_range(n, d.grid_cols);
+  auto split = [&](int parts) {
+    if (!align_owned || align == 1) return split_range(n, parts);
+    const int64_t blocks = (n + align - 1) / align;
+    if (parts > blocks)
+      throw InputError("cannot split a " + std::to_string(n) + " px side into " + std::to_string(parts) +
+                       " tiles on the denoiser's " + std::to_string(align) + "-px grid (" + std::to_string(blocks) +
+                       " blocks): use fewer ranks along it");
+    auto r = split_range(blocks, parts);
+    for (auto& [a, b] : r) a = a * align, b = std::min(n, b * align);
+    return r;
+  };
+  auto rows = split(d.grid_rows), cols = split(d.grid_cols);
   for (int r = 0; r < ranks; ++r) {
     TilePlan t;
     t.rank = r;

@@ -72,8 +72,33 @@ at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& ins
         if (y.size(2 + d) != like.size(2 + d)) y = y.narrow(2 + d, 0, like.size(2 + d));
       return y;
     }
+    case OpKind::halo:
+      throw Error("apply_node: halo node " + n.name + " needs an exchanger (nn::apply_halo)");
   }
   throw Error("apply_node: unknown op of node " + n.name);
+}
+
+at::Tensor apply_halo(const Node& n, int dim, const at::Tensor& x, HaloExchanger* ex) {
+  const auto& a = n.attrs;
+  std::vector<int64_t> shape = x.sizes().vec();
+  bool peers = false;
+  for (int d = 0; d < dim; ++d) {
+    shape[2 + d] += a.halo_lo[d] + a.halo_hi[d];
+    peers = peers || a.halo_peer_lo[d] || a.halo_peer_hi[d];
+  }
+  at::Tensor y = at::empty(shape, x.options().memory_format(x.suggest_memory_format()));
+  at::Tensor mid = y;
+  for (int d = 0; d < dim; ++d) mid = mid.narrow(2 + d, a.halo_lo[d], x.size(2 + d));
+  mid.copy_(x);
+  for (int d = 0; d < dim; ++d) {  // the image border: the op's own padding value
+    if (!a.halo_peer_lo[d] && a.halo_lo[d] > 0) y.narrow(2 + d, 0, a.halo_lo[d]).fill_(a.fill);
+    if (!a.halo_peer_hi[d] && a.halo_hi[d] > 0) y.narrow(2 + d, y.size(2 + d) - a.halo_hi[d], a.halo_hi[d]).fill_(a.fill);
+  }
+  if (peers) {
+    if (!ex) throw Error("halo node " + n.name + " has neighbours but the executor has no exchanger");
+    ex->exchange(n, y);
+  }
+  return y;
 }
 
 namespace {
@@ -106,8 +131,8 @@ namespace {
 
 class EagerExecutor final : public Executor {
  public:
-  EagerExecutor(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype)
-      : g_(g), device_(device), dtype_(dtype) {
+  EagerExecutor(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype, HaloExchanger* ex)
+      : g_(g), device_(device), dtype_(dtype), ex_(ex) {
     require_executor_dtype("eager executor", dtype);
     check_weights(g, w, "weights");
     params_.resize(g.nodes.size());
@@ -143,7 +168,9 @@ class EagerExecutor final : public Executor {
       const bool can_reuse = producer != OpKind::input && producer != OpKind::pad && producer != OpKind::crop &&
                              last_use_[n.inputs[0]] == static_cast<int>(id);
       at::Tensor y;
-      if (n.op == OpKind::relu && a.inplace && can_reuse) {
+      if (n.op == OpKind::halo) {
+        y = apply_halo(n, dim, v[n.inputs[0]], ex_);
+      } else if (n.op == OpKind::relu && a.inplace && can_reuse) {
         y = v[n.inputs[0]];
         y.relu_();
       } else {
@@ -163,6 +190,7 @@ class EagerExecutor final : public Executor {
   Graph g_;
   at::Device device_;
   at::ScalarType dtype_;
+  HaloExchanger* ex_;
   std::vector<std::vector<at::Tensor>> params_;
   std::vector<int> last_use_;
   int64_t alignment_ = 1, radius_ = 0;
@@ -171,8 +199,8 @@ class EagerExecutor final : public Executor {
 }  // namespace
 
 std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device,
-                                     at::ScalarType dtype) {
-  return std::make_unique<EagerExecutor>(g, weights, device, dtype);
+                                     at::ScalarType dtype, HaloExchanger* exchanger) {
+  return std::make_unique<EagerExecutor>(g, weights, device, dtype, exchanger);
 }
 
 }  // namespace pnp::nn

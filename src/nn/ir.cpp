@@ -3,6 +3,7 @@
 #include "pnp/nn/ir.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
@@ -24,6 +25,7 @@ constexpr std::pair<OpKind, std::string_view> kOpNames[] = {
     {OpKind::upsample_nearest, "upsample_nearest"},
     {OpKind::pad, "pad"},
     {OpKind::crop, "crop"},
+    {OpKind::halo, "halo"},
 };
 
 std::string json_escape(std::string_view s) {
@@ -106,6 +108,13 @@ std::string graph_json(const Graph& g, bool with_hash) {
         break;
       case OpKind::concat:
         f.push_back("\"axis\": 1");
+        break;
+      case OpKind::halo:
+        f.push_back("\"lo\": " + json_ints(a.halo_lo));
+        f.push_back("\"hi\": " + json_ints(a.halo_hi));
+        f.push_back("\"peer_lo\": " + json_ints(a.halo_peer_lo));
+        f.push_back("\"peer_hi\": " + json_ints(a.halo_peer_hi));
+        f.push_back("\"fill\": " + (std::isinf(a.fill) ? std::string(a.fill < 0 ? "\"-inf\"" : "\"inf\"") : json_double(a.fill)));
         break;
       default:
         break;

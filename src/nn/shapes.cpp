@@ -115,6 +115,9 @@ std::vector<std::vector<int64_t>> infer_shapes(const Graph& g, const std::vector
         }
         break;
       }
+      case OpKind::halo:
+        for (int d = 0; d < g.dim; ++d) y[2 + d] = x[2 + d] + a.halo_lo[d] + a.halo_hi[d];
+        break;
       case OpKind::input:
         break;
     }
@@ -190,6 +193,12 @@ int64_t radius_1d(const Graph& g, int axis, int64_t n_in) {
       case OpKind::crop: {
         const int64_t no = static_cast<int64_t>(iv[n.inputs[1]].size());
         out.assign(x.begin(), x.begin() + no);
+        break;
+      }
+      case OpKind::halo: {  // the grown sides depend on pixels outside this line: none here
+        out.assign(static_cast<size_t>(a.halo_lo[axis]), Iv{});
+        out.insert(out.end(), x.begin(), x.end());
+        out.resize(out.size() + static_cast<size_t>(a.halo_hi[axis]));
         break;
       }
       case OpKind::add:

@@ -101,6 +101,7 @@ Counts count(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_
       case OpKind::concat:
       case OpKind::max_pool:
       case OpKind::upsample_nearest:
+      case OpKind::halo:  // the copy into the grown tensor (the exchange: nn::layer_halo_traffic)
         o.bytes = eb * (in + out);
         break;
       case OpKind::pad:

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "pnp/nn/inductor.hpp"
+#include "layer_exchange.hpp"
 #include "pnp/nn/native.hpp"
 #include "pnp/solver.hpp"
 
@@ -86,20 +87,27 @@ class PerShape final : public nn::Executor {
 };
 }  // namespace
 
-Denoiser make_denoiser(const Config& cfg, at::Device device) {
+Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm, const Decomposition* decomp) {
   auto t0 = std::chrono::steady_clock::now();
   Denoiser d;
   d.graph = denoiser_graph(cfg.denoiser);
+  const nn::Graph whole = d.graph;  // the weights' graph (the halo nodes carry no tensors)
+  if (cfg.distributed.halo_mode == "layer" && comm && decomp && comm->size() > 1) {
+    auto ex = std::make_unique<LayerExchange>(*comm, *decomp);
+    d.graph = nn::with_layer_halos(d.graph, ex->axes());
+    d.exchanger = std::move(ex);
+  }
+  nn::HaloExchanger* exchanger = d.exchanger.get();
   d.dtype = denoiser_dtype(cfg.denoiser);
   if (cfg.compile.mode != "none" && cfg.compile.backend != "native" && cfg.compile.backend != "inductor")
     throw InputError("compile.backend = \"" + cfg.compile.backend +
                      "\" is not available in this build yet; use compile.backend = \"native\" or \"inductor\"");
   std::string path = resolve_weights(cfg.denoiser.weights);
-  nn::Weights w = path.empty() ? nn::init_weights(d.graph, static_cast<uint64_t>(cfg.denoiser.seed))
-                               : nn::load_weights(path, d.graph);
+  nn::Weights w = path.empty() ? nn::init_weights(whole, static_cast<uint64_t>(cfg.denoiser.seed))
+                               : nn::load_weights(path, whole);
   const at::ScalarType dtype = d.dtype;
   if (cfg.compile.mode == "none" || cfg.denoiser.architecture == "identity") {
-    d.executor = nn::make_eager(d.graph, w, device, dtype);
+    d.executor = nn::make_eager(d.graph, w, device, dtype, exchanger);
   } else if (cfg.compile.backend == "inductor") {
     // pre: compiled at the patch / tile shape; post/fused: at the full local tile shape, and the
     // solver captures the region (NCCL calls outside the package, inside the graph) around it.
@@ -125,6 +133,7 @@ Denoiser make_denoiser(const Config& cfg, at::Device device) {
     opt.autotune = cfg.compile.autotune;
     // pre: the denoiser's own graph; post/fused: the solver captures the region around it.
     opt.cuda_graph = cfg.compile.cuda_graphs && cfg.compile.mode == "pre";
+    opt.exchanger = exchanger;  // layer halo: the executor plans halo steps and runs without its own graph
     auto ex = std::make_unique<PerShape<nn::NativeExecutor>>(
         "native", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
           return nn::make_native(g, w, device, dtype, shape, opt);

@@ -18,7 +18,9 @@ QualityMonitor::QualityMonitor(const Problem& prob, const Decomposition& d, Comm
   y_norm_ = std::sqrt(prob.y.square().sum().item<double>());
   range_ = prob.truth_max - prob.truth_min;
   if (!prob.has_truth()) return;
-  window_ = plan_decomposition(d.n, comm.size(), d.kind, {d.grid_rows, d.grid_cols}, metrics::SsimOptions{}.radius(), 1);
+  // The same owned tiles as d (on the denoiser's grid with the layer halo), grown by the window.
+  window_ = plan_decomposition(d.n, comm.size(), d.kind, {d.grid_rows, d.grid_cols}, metrics::SsimOptions{}.radius(),
+                               d.align_owned ? d.align : 1, d.align_owned);
   const Box& box = window_.tile(comm.rank()).ext;
   x_box_ = at::empty({box.rows(), box.cols()}, opts);
   truth_box_ = at::empty({box.rows(), box.cols()}, opts);

@@ -114,10 +114,13 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
     }
     const Config& c = p.cfg;
     p.graph = denoiser_graph(c.denoiser);
-    const int64_t halo = c.distributed.halo > 0 ? c.distributed.halo : nn::receptive_radius(p.graph);
+    // halo_mode = "layer": no input halo, tile boundaries on the network's sampling grid.
+    const bool layer = c.distributed.halo_mode == "layer";
+    const int64_t halo = layer ? 0 : c.distributed.halo > 0 ? c.distributed.halo : nn::receptive_radius(p.graph);
     p.decomp = plan_decomposition(c.problem.size, size, c.distributed.decomposition, c.distributed.grid, halo,
-                                  p.graph.alignment());
+                                  p.graph.alignment(), layer);
     nn::infer_output_shape(p.graph, {1, c.denoiser.channels, p.decomp.tile(rank).ext.rows(), p.decomp.tile(rank).ext.cols()});
+    p.work = denoiser_work(c, p.decomp, p.graph);
     p.memory = memory_plans(c, p.decomp, p.graph);  // InputError on every rank when a memory limit cannot be met
     // A problem the machine cannot hold is refused now, with the estimate --dry-run prints.
     const MemoryPlan& m = p.memory[static_cast<size_t>(rank)];
@@ -148,7 +151,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
     r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_);
-    r.den_ = make_denoiser(r.cfg_, r.device_);
+    r.den_ = make_denoiser(r.cfg_, r.device_, r.comm_.get(), &r.decomp_);
   });
   // output.resume: the checkpoint, when there is one, read by every rank (it must come from
   // this configuration and rank count).

@@ -23,6 +23,21 @@ grep -q -E "terminate called|[Ss]tack trace|core dumped|Segmentation fault|Excep
 [ $rc = 2 ] || fail "bad grid: exit code $rc"
 [ "$(grep -c '^error: distributed.grid = \[3, 1\] does not match 2 ranks' "$dir/err")" = 2 ] || { cat "$dir/err"; fail "grid message"; }
 
+# The layer halo refuses what it cannot do before any work, on every rank.
+layer_case() {  # name, expected message (grep -E), ranks, then --set arguments
+  local name=$1 msg=$2 n=$3; shift 3
+  "${mpirun[@]}" -n "$n" "$recon" "$small" --set distributed.halo_mode=layer "$@" --output "$dir/l.h5" \
+    >"$dir/out" 2>"$dir/err"; rc=$?
+  [ $rc = 2 ] || { cat "$dir/err"; fail "$name: exit code $rc, expected 2"; }
+  [ "$(grep -c -E "^error: .*$msg" "$dir/err")" = "$n" ] || { cat "$dir/err"; fail "$name: expected one error line per rank"; }
+  [ ! -e "$dir/l.h5" ] || fail "$name: left an output file"
+}
+layer_case "layer + inductor" 'needs compile.backend = "native"' 2 --set compile.mode=pre --set compile.backend=inductor
+layer_case "layer + patches" 'denoises each rank.s tile whole' 2 --set denoiser.patch_size=32
+layer_case "layer + input halo" 'leave it at 0' 2 --set distributed.halo=8
+layer_case "layer, more ranks than 8 px blocks" 'cannot split a 12 px side into 3 tiles' 3 --set problem.size=12 \
+  --set denoiser.architecture=drunet --set 'denoiser.features=[4,6,8,10]' --set denoiser.blocks=1
+
 "${mpirun[@]}" -n 2 "$recon" "$small" --output "$dir/o.h5" --set solver.iterations=100000 >"$dir/out" 2>"$dir/err" &
 pid=$!
 sleep 8

@@ -1,7 +1,9 @@
 """Checks pnp_recon outputs: the schema of docs/output_schema.md, and that runs on several
 rank counts give the 1-rank reconstruction to within 1e-5 relative. Outputs given as
---patched=FILE must also have run the denoiser in patches (/memory/patch_size > 0 on every rank).
-usage: check_recon.py REFERENCE.h5 OTHER.h5 ... [--patched=OTHER.h5 ...]"""
+--patched=FILE must also have run the denoiser in patches (/memory/patch_size > 0 on every rank);
+outputs given as --layer=FILE must have run with distributed.halo_mode = "layer": no input halo,
+tile starts on the denoiser's alignment, and (on more than one rank) no redundant denoiser work.
+usage: check_recon.py REFERENCE.h5 OTHER.h5 ... [--patched=OTHER.h5 ...] [--layer=OTHER.h5 ...]"""
 import sys
 
 import h5py
@@ -44,10 +46,33 @@ def check_schema(path):
         return f["/reconstruction"][()], f["/metrics/psnr"][()], ranks, f["/memory/patch_size"][()]
 
 
+def check_layer(path):
+    with h5py.File(path, "r") as f:
+        dec = f["/decomposition"]
+        assert dec.attrs["halo_mode"] == "layer", f"{path}: halo_mode {dec.attrs['halo_mode']}"
+        assert f["/decomposition/halo"][()] == 0
+        ranks = int(f.attrs["ranks"])
+        red = f["/decomposition/redundancy"][()]
+        # the mean over ranks is the repeated work (1: none); the spread is the load imbalance of
+        # splitting the image on the 8 px grid
+        assert red.shape == (ranks,) and abs(red.mean() - 1) < 1e-9, f"{path}: redundancy {red}"
+        msgs = f["/decomposition/denoiser_messages"][()]
+        assert np.all(msgs > 0) if ranks > 1 else np.all(msgs == 0), f"{path}: messages {msgs}"
+        boxes = f["/decomposition/boxes"][()]
+        assert np.all(boxes[:, [0, 2]] % 8 == 0), f"{path}: tile starts {boxes[:, [0, 2]]} not on the 8 px grid"
+        print(f"{path}: layer halo, work {red.mean():.4f}x the whole image's (largest share {red.max():.4f}x), "
+              f"{int(msgs.max())} messages per call")
+
+
 ref, ref_psnr, _, _ = check_schema(sys.argv[1])
 assert np.abs(ref).max() > 0, "reconstruction is all zeros"
+with h5py.File(sys.argv[1], "r") as f:  # an image with content, not one the clamp has flattened
+    if "/ground_truth" in f:
+        assert ref.std() > 0.2 * f["/ground_truth"][()].std(), f"{sys.argv[1]}: a nearly flat reconstruction"
 for arg in sys.argv[2:]:
-    other = arg.removeprefix("--patched=")
+    other = arg.removeprefix("--patched=").removeprefix("--layer=")
+    if arg.startswith("--layer="):
+        check_layer(other)
     x, psnr, ranks, patch = check_schema(other)
     if arg.startswith("--patched="):
         assert np.all(patch > 0), f"{other}: expected a patched denoiser, got patch sizes {patch}"

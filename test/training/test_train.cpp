@@ -266,7 +266,10 @@ TEST_CASE("a time budget cuts the schedule after the warm-up and the run finishe
   CHECK(r.steps_done == r.steps_planned);
   CHECK(r.val_step == std::vector<int64_t>{r.steps_done});
   CHECK(r.lr.back() == doctest::Approx(c.train.lr_min).epsilon(1e-3));  // the cut schedule annealed fully
-  CHECK(r.total_seconds < 3.0);
+  // The budget is what the schedule aims at; the bound leaves room for a loaded 2-core CI
+  // machine (a run measured 4.3 s there beside a build) while still catching a schedule that
+  // ignores the budget (100000 steps take minutes).
+  CHECK(r.total_seconds < 10.0);
 }
 
 TEST_CASE("bf16 autocast trains, channels-last gives the same forward, and an int8 output records the stored PSNR") {

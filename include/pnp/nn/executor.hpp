@@ -46,6 +46,22 @@ class Executor {
 at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& params,
                       double sigma, const at::Tensor& sigma_per_sample = {}, bool training = false);
 
+// The exchange behind a halo node (OpKind::halo, with_layer_halos), implemented over the
+// ranks' communicator outside nn (src/solver/layer_exchange.cpp). `grown` is the node's output
+// with the tile in its interior and the image-border sides already filled; exchange() fills
+// the sides marked halo_peer_* from the neighbours' tiles and sends them this rank's strips,
+// axis 0 first, then axis 1 including axis 0's halo (corners without diagonal messages).
+class HaloExchanger {
+ public:
+  virtual ~HaloExchanger() = default;
+  virtual void exchange(const Node& halo, at::Tensor& grown) = 0;
+};
+
+// A halo node on one rank: a new tensor of the grown shape (x's memory format), x in the
+// middle, the border sides filled with n.attrs.fill, the neighbour sides from `ex`. Error when
+// the node has neighbour sides and ex is null.
+at::Tensor apply_halo(const Node& n, int dim, const at::Tensor& x, HaloExchanger* ex);
+
 // The compute dtypes every executor accepts: float32, float64 and bfloat16 (activations and
 // weights in bf16; cuDNN and oneDNN convolutions accumulate in fp32). Throws InputError naming
 // `who` for any other dtype.
@@ -56,8 +72,9 @@ std::string dtype_name(at::ScalarType t);
 at::ScalarType parse_dtype(const std::string& name, const std::string& what);
 
 // Weights are checked against the graph (InputError listing bad keys) and copied to
-// device/dtype once. dtype kFloat, kDouble or kBFloat16.
+// device/dtype once. dtype kFloat, kDouble or kBFloat16. A graph with halo nodes needs an
+// exchanger (kept by reference; it must outlive the executor).
 std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device,
-                                     at::ScalarType dtype = at::kFloat);
+                                     at::ScalarType dtype = at::kFloat, HaloExchanger* exchanger = nullptr);
 
 }  // namespace pnp::nn

@@ -29,6 +29,9 @@ enum class OpKind {
   upsample_nearest,  // inputs {x}: nearest, integer scale
   pad,               // inputs {x}: pad the end of every spatial axis up to a multiple
   crop,              // inputs {x, like}: keep the leading spatial extent of `like`
+  halo,              // inputs {x}: x grown by halo_lo / halo_hi pixels per spatial axis, each side
+                     // filled from the neighbouring rank's tile (halo_peer_* = 1) or with `fill`
+                     // (the image border, = the next op's padding); inserted by with_layer_halos
 };
 std::string_view to_string(OpKind k);
 OpKind op_from_string(std::string_view s);  // throws InputError
@@ -57,6 +60,10 @@ struct Attrs {
   std::vector<int64_t> scale;    // upsample_nearest
   int64_t multiple = 1;          // pad
   std::string mode;              // pad: "replicate"
+  // halo: per spatial axis, the pixels added before / after, and whether each side comes from
+  // the neighbouring rank (1) or is filled with `fill` (0: the image border).
+  std::vector<int64_t> halo_lo, halo_hi, halo_peer_lo, halo_peer_hi;
+  double fill = 0.0;             // halo: 0 before a conv, -inf before a max_pool
 };
 
 struct Node {
@@ -103,5 +110,39 @@ std::vector<int64_t> infer_output_shape(const Graph& g, std::vector<int64_t> inp
 int64_t receptive_radius(const Graph& g);
 
 std::string shape_string(const std::vector<int64_t>& s);  // "[1, 3, 64, 64]"
+
+// ---- The layer halo (distributed.halo_mode = "layer") -------------------------------------
+// One rank's view of a decomposition along one spatial axis: whether a neighbouring tile lies
+// before (lo) or after (hi) this rank's tile. An axis along which the image is not split has
+// neither; `split` says whether any rank has a neighbour along it (the same on every rank).
+struct AxisNeighbours {
+  bool split = false;
+  bool lo = false, hi = false;
+};
+
+// The graph one rank runs when the denoiser itself is distributed: before every conv and
+// max_pool that reads across a split axis, a halo node supplies exactly what that op reads
+// beyond the rank's tile (lo = padding, hi = kernel - stride - padding from a neighbour; the
+// op's padding at the image border), and the op's padding on that axis becomes 0. Pointwise
+// ops, strided convs with kernel == stride and no padding, transposed convs with kernel ==
+// stride and nearest upsampling need no halo when tile starts are multiples of the graph's
+// alignment (plan_decomposition(..., align_owned = true)); the pad and crop nodes then act on
+// the last tile of each axis only, so the global pad-then-crop stays global. Every rank gets
+// the same nodes in the same order (the messages match); an axis that is not split is left
+// as it is, so with one rank the graph is unchanged. InputError for ops it cannot distribute
+// (a conv_transpose with kernel != stride or padding, a kernel shorter than stride + padding).
+Graph with_layer_halos(const Graph& g, const std::vector<AxisNeighbours>& axes);
+
+// What one forward of a graph with halo nodes sends, for the node shapes infer_shapes gives:
+// messages and bytes (at `element_bytes` per value), and the bytes of the copies into the grown
+// tensors. The two-phase exchange sends axis 0's strips first, then axis 1's including axis 0's
+// halo, so corners travel without diagonal messages.
+struct HaloTraffic {
+  int64_t exchanges = 0;  // halo nodes
+  int64_t messages = 0;   // sent by this rank
+  int64_t bytes = 0;      // sent by this rank
+  int64_t copy_bytes = 0; // read + written to build the grown tensors
+};
+HaloTraffic layer_halo_traffic(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, int64_t element_bytes);
 
 }  // namespace pnp::nn

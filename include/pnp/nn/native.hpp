@@ -57,6 +57,9 @@ struct NativeOptions {
   // op cuDNN rejects falls back to generic ops during the warm-up (see notes()). On by default:
   // DRUNet 4096² bf16 153 ms fused against 166 ms generic, same accuracy (H200, 2026-12-01).
   bool cudnn_fused_bf16 = true;
+  // Runs the halo nodes of a graph from with_layer_halos (kept by reference; it must outlive
+  // the executor). Every warm-up call exchanges too, so all ranks compile together.
+  HaloExchanger* exchanger = nullptr;
 };
 
 class NativeExecutor : public Executor {

@@ -76,6 +76,13 @@ class NativeImpl final : public NativeExecutor {
     c10::DeviceGuard guard(device_);
     at::NoGradGuard no_grad;
     plan_ = native::make_plan(g, shapes_, {opt.fuse, static_cast<int64_t>(at::elementSize(dtype))});
+    for (const auto& st : plan_.steps)
+      if (st.kind == StepKind::halo && opt_.cuda_graph) {
+        // The exchanges run between the compiled steps (compile.mode = "pre"); a graph of the
+        // whole distributed forward is the solver's capture (post, fused).
+        opt_.cuda_graph = false;
+        notes_.push_back("layer halo: exchanges between the compiled steps, no CUDA graph of the forward");
+      }
     materialise(w);
     allocate();
     warm_up_and_capture();
@@ -297,6 +304,9 @@ class NativeImpl final : public NativeExecutor {
             at::replication_pad2d_out(y, in, s.pads);
           else
             at::replication_pad3d_out(y, in, s.pads);
+          break;
+        case StepKind::halo:
+          y = apply_halo(g_.nodes[static_cast<size_t>(s.head)], dim, in, opt_.exchanger);
           break;
         case StepKind::crop:
           y = in;

@@ -153,6 +153,9 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         s.kind = StepKind::crop;
         s.alias = true;
         break;
+      case OpKind::halo:
+        s.kind = StepKind::halo;
+        break;
     }
     // Inputs: for a fused group, the head's inputs plus the residual.
     s.in = nd.inputs;

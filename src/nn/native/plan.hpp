@@ -14,7 +14,7 @@
 //  - slots: the values written by ops with a true out= kernel (add, concat, upsample, real
 //    pad, standalone ReLU) get preallocated slots, reused once every value in them is dead
 //    (a view counts as a user of its source's slot); sizes in bytes for the element size.
-// Convolutions, pooling and BN write where ATen puts them (no slot). Why: the executor then
+// Convolutions, pooling, BN and halo nodes (nn::apply_halo) write where ATen puts them (no slot). Why: the executor then
 // only materialises weights and buffers and runs the list; the memory plan is checkable here.
 #pragma once
 
@@ -26,7 +26,7 @@
 
 namespace pnp::nn::native {
 
-enum class StepKind { sigma, conv, conv_transpose, batch_norm, relu, add, concat, max_pool, upsample, pad, crop };
+enum class StepKind { sigma, conv, conv_transpose, batch_norm, relu, add, concat, max_pool, upsample, pad, crop, halo };
 
 // The keys of a batch norm's tensors (a standalone step, or folded into a conv) and its eps.
 struct BatchNormKeys {

@@ -1,0 +1,57 @@
+#include "layer_exchange.hpp"
+
+#include <ATen/ATen.h>
+
+#include "pnp/solver.hpp"
+
+namespace pnp {
+
+LayerExchange::LayerExchange(Communicator& comm, const Decomposition& d)
+    : comm_(comm), axes_(layer_neighbours(d, comm.rank())) {
+  for (const auto& p : d.peers(comm.rank())) lo_peer_.push_back(p.lo), hi_peer_.push_back(p.hi);
+}
+
+void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
+  const auto& a = halo.attrs;
+  const int dim = static_cast<int>(grown.dim()) - 2;
+  if (dim != 2) throw Error("layer halo: 2-d images only");
+  std::vector<int64_t> tile(2);
+  for (int e = 0; e < 2; ++e) tile[e] = grown.size(2 + e) - a.halo_lo[e] - a.halo_hi[e];
+  ++exchanges_;
+  for (int d = 0; d < 2; ++d) {
+    if (!axes_[d].split) continue;
+    const int64_t p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
+    if ((lo_peer_[d] >= 0 && tile[d] < inner) || (hi_peer_[d] >= 0 && tile[d] < p))
+      throw Error("layer halo at " + halo.name + ": this rank's tile is " + std::to_string(tile[d]) +
+                  " px along axis " + std::to_string(d) + ", thinner than the halo its neighbour needs");
+    // A strip across axis d: [offset, offset + width) along d, the grown extent of earlier axes,
+    // the tile of later ones.
+    auto strip = [&](int64_t offset, int64_t width) {
+      at::Tensor v = grown.narrow(2 + d, offset, width);
+      for (int e = d + 1; e < 2; ++e) v = v.narrow(2 + e, a.halo_lo[e], tile[e]);
+      return v;
+    };
+    struct Piece {
+      int peer;
+      at::Tensor view;
+    };
+    std::vector<Piece> sends, recvs;
+    if (lo_peer_[d] >= 0 && inner > 0) sends.push_back({lo_peer_[d], strip(a.halo_lo[d], inner)});
+    if (hi_peer_[d] >= 0 && p > 0) sends.push_back({hi_peer_[d], strip(a.halo_lo[d] + tile[d] - p, p)});
+    if (lo_peer_[d] >= 0 && p > 0) recvs.push_back({lo_peer_[d], strip(0, p)});
+    if (hi_peer_[d] >= 0 && inner > 0) recvs.push_back({hi_peer_[d], strip(a.halo_lo[d] + tile[d], inner)});
+    if (sends.empty() && recvs.empty()) continue;
+    auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, grown.sizes().vec()));
+    Buffers& b = it->second;
+    if (fresh) {
+      const auto opts = grown.options().memory_format(at::MemoryFormat::Contiguous);
+      for (const auto& pc : sends) b.sends.push_back({pc.peer, at::empty(pc.view.sizes(), opts)});
+      for (const auto& pc : recvs) b.recvs.push_back({pc.peer, at::empty(pc.view.sizes(), opts)});
+    }
+    for (size_t i = 0; i < sends.size(); ++i) b.sends[i].buffer.copy_(sends[i].view);
+    comm_.start_exchange(b.sends, b.recvs)->wait();
+    for (size_t i = 0; i < recvs.size(); ++i) recvs[i].view.copy_(b.recvs[i].buffer);
+  }
+}
+
+}  // namespace pnp

@@ -1,0 +1,42 @@
+// The layer halo's exchanges (distributed.halo_mode = "layer") over the ranks' communicator: the
+// nn::HaloExchanger the executors call at every halo node. Not a public header: make_denoiser
+// (denoiser.cpp) builds one when the denoiser runs distributed.
+#pragma once
+
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "pnp/comm.hpp"
+#include "pnp/decomposition.hpp"
+#include "pnp/nn/executor.hpp"
+
+namespace pnp {
+
+class LayerExchange final : public nn::HaloExchanger {
+ public:
+  // The neighbours of comm.rank() in d's grid (row slabs: a grid of ranks x 1).
+  LayerExchange(Communicator& comm, const Decomposition& d);
+  // This rank's view of the split, for nn::with_layer_halos (= layer_neighbours(d, rank)).
+  const std::vector<nn::AxisNeighbours>& axes() const { return axes_; }
+  // Fills the neighbour sides of `grown` axis by axis (two phases on a grid): for each split
+  // axis, this rank's first (kernel - stride - padding) and last (padding) tile rows go to the
+  // neighbours before and after, theirs come back into the grown sides. Strips span the grown
+  // extent of earlier axes and the tile's extent of later ones. Send and receive buffers are
+  // allocated once per (node, axis, shape), at fixed addresses, so a CUDA graph can capture
+  // the exchange (NCCL).
+  void exchange(const nn::Node& halo, at::Tensor& grown) override;
+  int64_t exchanges() const { return exchanges_; }  // calls so far
+
+ private:
+  struct Buffers {
+    std::vector<Communicator::Message> sends, recvs;
+  };
+  Communicator& comm_;
+  std::vector<nn::AxisNeighbours> axes_;
+  std::vector<int> lo_peer_, hi_peer_;  // per axis, -1 when none
+  std::map<std::tuple<int, int, std::vector<int64_t>>, Buffers> buffers_;
+  int64_t exchanges_ = 0;
+};
+
+}  // namespace pnp
