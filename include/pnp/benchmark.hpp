@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "pnp/config.hpp"
 #include "pnp/core.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/nn/native.hpp"
@@ -116,5 +117,49 @@ Provenance bench_provenance();
 // /ceilings/<column> datasets (one row per kernel) and the provenance attributes.
 void write_ceilings(const std::string& path, const std::vector<Ceiling>& rows, const std::string& device,
                     bool overwrite);
+
+// ---- The scaling model (pnp_bench --scaling CONFIG) ---------------------------------------
+// Predicts a PnP iteration's time and parallel efficiency at R ranks for a pnp_recon
+// configuration, for row slabs and grids and both halo modes, from
+//  - compute measured on this device: one rank standing in for the busiest rank of R (the most
+//    counted denoiser FLOPs, then the most messages) runs that rank's real workload: the
+//    gradient region (FP, BP and the step on its owned tile, all angles) and one denoiser call
+//    (input halo: the extended tile; layer halo: the owned tile through the graph with halo
+//    nodes, the halos filled locally with zeros instead of exchanged);
+//  - communication from the exact plans (the sinogram allreduce; the input HaloPlan's boxes or
+//    every halo node's strips, nn::layer_halo_traffic) through an α-β model: a ring allreduce
+//    2 (R-1)/R bytes / β + 2 α, an exchange phases * α + phase bytes / β, within a node
+//    (R <= gpus_per_node) at the intra-node link's α, β, else at the inter-node link's.
+// T(R) = gradient + allreduce + denoise + halo; efficiency = T(1) / (R T(R)), T(1) of the same
+// halo mode's 1-rank row.
+struct LinkModel {
+  int gpus_per_node = 8;
+  // NVLink 4 on H100/H200 SXM: 900 GB/s per GPU, both directions together (NVIDIA's H100
+  // data sheet), so 450 GB/s each way; a few microseconds per NCCL point-to-point call.
+  double intra_gb_per_s = 450, intra_latency_us = 5;
+  // InfiniBand NDR, one 400 Gb/s HCA per GPU (DGX H100 layout): 50 GB/s; ~5 us per message.
+  double inter_gb_per_s = 50, inter_latency_us = 8;
+};
+struct ScalingOptions {
+  std::vector<int> ranks = {1, 2, 4, 8, 16, 32, 64};
+  std::vector<std::string> layouts = {"slabs", "grid"};
+  std::vector<std::string> modes = {"input", "layer"};
+  int warmup = 2, timed = 5;  // per measured workload; the median of the timed calls
+  LinkModel link;
+};
+struct ScalingRow {
+  int ranks = 1;
+  std::string layout, mode, status = "ok", reason;
+  int stand_in = 0;           // the rank whose workload was measured
+  std::string tile;           // its denoiser input shape
+  double gradient_s = 0, denoise_s = 0, allreduce_s = 0, halo_s = 0, iteration_s = 0, efficiency = 0;
+  double redundancy = 0;      // counted denoiser FLOPs over the ideal share (the stand-in's)
+  double halo_bytes = 0, halo_messages = 0;  // sent by the stand-in per denoiser call
+};
+std::vector<ScalingRow> run_scaling(const Config& cfg, const ScalingOptions& o, std::ostream& progress);
+// /scaling/<column> datasets, the link model as attributes of /scaling, the configuration and
+// the provenance.
+void write_scaling(const std::string& path, const Config& cfg, const ScalingOptions& o,
+                   const std::vector<ScalingRow>& rows, bool overwrite);
 
 }  // namespace pnp::benchmark

@@ -83,6 +83,11 @@ at::ScalarType denoiser_dtype(const DenoiserConfig& c);
 // and the executor exchanges at every layer; otherwise comm and d are not used.
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm = nullptr,
                        const Decomposition* d = nullptr);
+// The same with a given exchanger for a rank whose view of the split is `axes` (the layer
+// halo's graph, nn::with_layer_halos; pnp_bench --scaling passes one that only fills the halos,
+// to time one rank's share without its neighbours). A null exchanger: the whole-image graph.
+Denoiser make_distributed_denoiser(const Config& cfg, at::Device device, std::unique_ptr<nn::HaloExchanger> exchanger,
+                                   const std::vector<nn::AxisNeighbours>& axes);
 // ---- Denoiser work per rank ---------------------------------------------------------------
 
 // Rank `rank`'s view of d's split, for nn::with_layer_halos.

@@ -1,6 +1,7 @@
 // The layer-halo transform of the IR (distributed.halo_mode = "layer"): halo nodes before the
 // ops that read across a split axis, and what their exchanges send. See ir.hpp for the
 // contract; docs/layer-halo.md for the design and why it is exact.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -102,8 +103,19 @@ HaloTraffic layer_halo_traffic(const Graph& g, const std::vector<std::vector<int
       for (int e = 0; e < g.dim; ++e)
         if (e != d) cross *= e < d ? y[2 + e] : x[2 + e];
       const int64_t inner = a.kernel[d] - a.stride[d] - a.padding[d];
-      if (a.halo_peer_lo[d] && inner > 0) ++t.messages, t.bytes += inner * cross * element_bytes;
-      if (a.halo_peer_hi[d] && a.padding[d] > 0) ++t.messages, t.bytes += a.padding[d] * cross * element_bytes;
+      int64_t largest = 0;
+      if (a.halo_peer_lo[d] && inner > 0) {
+        ++t.messages, t.bytes += inner * cross * element_bytes;
+        largest = std::max(largest, inner * cross * element_bytes);
+      }
+      if (a.halo_peer_hi[d] && a.padding[d] > 0) {
+        ++t.messages, t.bytes += a.padding[d] * cross * element_bytes;
+        largest = std::max(largest, a.padding[d] * cross * element_bytes);
+      }
+      // received too: the neighbours' strips are the same sizes the other way round
+      if (a.halo_peer_lo[d] && a.padding[d] > 0) largest = std::max(largest, a.padding[d] * cross * element_bytes);
+      if (a.halo_peer_hi[d] && inner > 0) largest = std::max(largest, inner * cross * element_bytes);
+      if (a.halo_peer_lo[d] || a.halo_peer_hi[d]) ++t.phases, t.phase_bytes += largest;
     }
   }
   return t;

@@ -88,14 +88,24 @@ class PerShape final : public nn::Executor {
 }  // namespace
 
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm, const Decomposition* decomp) {
+  if (cfg.distributed.halo_mode == "layer" && comm && decomp && comm->size() > 1) {
+    auto ex = std::make_unique<LayerExchange>(*comm, *decomp);
+    const auto axes = ex->axes();
+    return make_distributed_denoiser(cfg, device, std::move(ex), axes);
+  }
+  return make_distributed_denoiser(cfg, device, nullptr, {});
+}
+
+Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
+                                   std::unique_ptr<nn::HaloExchanger> layer_exchanger,
+                                   const std::vector<nn::AxisNeighbours>& axes) {
   auto t0 = std::chrono::steady_clock::now();
   Denoiser d;
   d.graph = denoiser_graph(cfg.denoiser);
   const nn::Graph whole = d.graph;  // the weights' graph (the halo nodes carry no tensors)
-  if (cfg.distributed.halo_mode == "layer" && comm && decomp && comm->size() > 1) {
-    auto ex = std::make_unique<LayerExchange>(*comm, *decomp);
-    d.graph = nn::with_layer_halos(d.graph, ex->axes());
-    d.exchanger = std::move(ex);
+  if (layer_exchanger) {
+    d.graph = nn::with_layer_halos(d.graph, axes);
+    d.exchanger = std::move(layer_exchanger);
   }
   nn::HaloExchanger* exchanger = d.exchanger.get();
   d.dtype = denoiser_dtype(cfg.denoiser);

@@ -142,6 +142,11 @@ struct HaloTraffic {
   int64_t messages = 0;   // sent by this rank
   int64_t bytes = 0;      // sent by this rank
   int64_t copy_bytes = 0; // read + written to build the grown tensors
+  // The exchange's critical path: one phase per split axis per halo node (its messages run
+  // concurrently), and the sum over phases of the largest message of each (for an α-β model:
+  // phases * α + phase_bytes / β).
+  int64_t phases = 0;
+  int64_t phase_bytes = 0;
 };
 HaloTraffic layer_halo_traffic(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, int64_t element_bytes);
 
