@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import figures, images, tables
+from . import figures, images, scaling, tables
 from .io import read_benches, read_recons
 
 STYLE_DPI = figures.DPI
@@ -41,6 +41,9 @@ FIGURES = {
                    "denoiser compile speedup per shape, architecture and GPU (pnp_bench)"),
         FigureSpec("roofline", "pnp_bench", tables.roofline, figures.plot_roofline,
                    "arithmetic intensity vs compile speedup with the GPU ridge point (pnp_bench)"),
+        FigureSpec("scaling", "pnp_bench --scaling", scaling.scaling_table, scaling.plot_scaling,
+                   "predicted efficiency and iteration time per rank count (pnp_bench --scaling)",
+                   reader=scaling.read_scalings),
     )
 }
 

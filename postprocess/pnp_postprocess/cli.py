@@ -8,7 +8,7 @@ import h5py
 
 from .api import FIGURES, make_figure
 from .images import one_per_run
-from .io import SchemaError, gpu_label, is_ceilings, program_of
+from .io import SchemaError, gpu_label, is_ceilings, is_scaling, program_of
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,8 +48,11 @@ def main(argv=None) -> int:
         if args.figure == "list":
             return _list(args.files)
         if args.figure == "all":
-            by_program = {"pnp_recon": [], "pnp_bench": []}
+            by_program = {"pnp_recon": [], "pnp_bench": [], "pnp_bench --scaling": []}
             for path in args.files:
+                if is_scaling(path):
+                    by_program["pnp_bench --scaling"].append(path)
+                    continue
                 if is_ceilings(path):
                     print(f"{path}: pnp_bench --ceilings file, no figure (read_ceilings reads it)")
                     continue

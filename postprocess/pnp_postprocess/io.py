@@ -212,6 +212,28 @@ def is_ceilings(path) -> bool:
         raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
 
 
+def is_scaling(path) -> bool:
+    """True for a `pnp_bench --scaling` file (a /scaling group)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return "scaling" in f and "results" not in f
+    except OSError as e:
+        raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
+
+
+def read_scaling(path) -> list[dict]:
+    """The rows of a `pnp_bench --scaling` file (one per halo mode, rank count and layout), each
+    with the file, the device as `gpu` and the link model's attributes."""
+    path = Path(path)
+    f, attrs = _open_checked(path, "pnp_bench", schema.SCALING_ROOT_ATTRS)
+    with f:
+        if "scaling" not in f:
+            raise SchemaError(f"{path}: missing group '/scaling' (not a pnp_bench --scaling file)")
+        rows = _columns(f, "scaling", schema.SCALING_COLUMNS, path)
+        link = {k: (v.item() if hasattr(v, "item") else v) for k, v in f["scaling"].attrs.items()}
+    return [r | {"file": str(path), "gpu": gpu_label(str(attrs["gpu_names"]))} | link for r in rows]
+
+
 def read_ceilings(path) -> list[dict]:
     """The rows of a `pnp_bench --ceilings` file, one per kernel (name, shape, unit, seconds,
     rate, error, file) plus the device as `gpu`."""

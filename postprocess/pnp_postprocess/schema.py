@@ -61,6 +61,20 @@ CEILINGS_COLUMNS = {"name": "str", "shape": "str", "unit": "str", "seconds": "fl
                     "error": "float"}
 """Columns of /ceilings (docs/output_schema.md, "pnp_bench --ceilings output")."""
 
+SCALING_COLUMNS = {
+    # column: kind, of a `pnp_bench --scaling` file's /scaling group
+    "ranks": "int", "layout": "str", "halo_mode": "str", "status": "str", "reason": "str",
+    "stand_in": "int", "tile": "str", "gradient_s": "float", "denoise_s": "float",
+    "allreduce_s": "float", "halo_s": "float", "iteration_s": "float", "efficiency": "float",
+    "redundancy": "float", "halo_bytes": "float", "halo_messages": "float",
+}
+"""Columns of /scaling (docs/output_schema.md, "pnp_bench --scaling output")."""
+SCALING_ROOT_ATTRS = ("program", "version", "git_commit", "date", "host", "gpu_names", "config")
+
+DEEPINV_64_GPU_EFFICIENCY = 0.219
+"""The study's measured parallel efficiency of deepinv's distributed PnP at 64 GPUs (patch 448,
+overlap 32): the reference point of the scaling figure."""
+
 BENCH_COLUMNS = {
     # column: kind ("str", "int" or "float")
     "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",
