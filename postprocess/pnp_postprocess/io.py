@@ -203,22 +203,23 @@ def _columns(f: h5py.File, group: str, kinds: dict, path, optional=()) -> list[d
     return [{name: columns[name][i] for name in kinds} | {"file": str(path)} for i in range(n)]
 
 
-def is_ceilings(path) -> bool:
-    """True for a `pnp_bench --ceilings` file (a /ceilings group, no sweep)."""
+def _tool_file(path, group: str) -> bool:
+    """True for a pnp_bench file holding `group` instead of a sweep's /results."""
     try:
         with h5py.File(path, "r") as f:
-            return "ceilings" in f and "results" not in f
+            return group in f and "results" not in f
     except OSError as e:
         raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
+
+
+def is_ceilings(path) -> bool:
+    """True for a `pnp_bench --ceilings` file (a /ceilings group, no sweep)."""
+    return _tool_file(path, "ceilings")
 
 
 def is_scaling(path) -> bool:
-    """True for a `pnp_bench --scaling` file (a /scaling group)."""
-    try:
-        with h5py.File(path, "r") as f:
-            return "scaling" in f and "results" not in f
-    except OSError as e:
-        raise SchemaError(f"{path}: cannot open as HDF5 ({e})") from None
+    """True for a `pnp_bench --scaling` file (a /scaling group, no sweep)."""
+    return _tool_file(path, "scaling")
 
 
 def read_scaling(path) -> list[dict]:
