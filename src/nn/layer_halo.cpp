@@ -94,9 +94,7 @@ HaloTraffic layer_halo_traffic(const Graph& g, const std::vector<std::vector<int
     const auto& x = shapes.at(static_cast<size_t>(n.inputs.at(0)));
     const auto& y = shapes.at(static_cast<size_t>(n.id));
     ++t.exchanges;
-    int64_t lead = x[0] * x[1], xn = lead, yn = lead;
-    for (int d = 0; d < g.dim; ++d) xn *= x[2 + d], yn *= y[2 + d];
-    t.copy_bytes += (xn + yn) * element_bytes;
+    const int64_t lead = x[0] * x[1];
     for (int d = 0; d < g.dim; ++d) {
       // a strip across axis d: the grown extent along earlier axes, the tile's along later ones
       int64_t cross = lead;

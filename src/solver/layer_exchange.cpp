@@ -17,7 +17,6 @@ void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
   if (dim != 2) throw Error("layer halo: 2-d images only");
   std::vector<int64_t> tile(2);
   for (int e = 0; e < 2; ++e) tile[e] = grown.size(2 + e) - a.halo_lo[e] - a.halo_hi[e];
-  ++exchanges_;
   for (int d = 0; d < 2; ++d) {
     if (!axes_[d].split) continue;
     const int64_t p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];

@@ -26,7 +26,6 @@ class LayerExchange final : public nn::HaloExchanger {
   // allocated once per (node, axis, shape), at fixed addresses, so a CUDA graph can capture
   // the exchange (NCCL).
   void exchange(const nn::Node& halo, at::Tensor& grown) override;
-  int64_t exchanges() const { return exchanges_; }  // calls so far
 
  private:
   struct Buffers {
@@ -36,7 +35,6 @@ class LayerExchange final : public nn::HaloExchanger {
   std::vector<nn::AxisNeighbours> axes_;
   std::vector<int> lo_peer_, hi_peer_;  // per axis, -1 when none
   std::map<std::tuple<int, int, std::vector<int64_t>>, Buffers> buffers_;
-  int64_t exchanges_ = 0;
 };
 
 }  // namespace pnp

@@ -134,14 +134,13 @@ struct AxisNeighbours {
 Graph with_layer_halos(const Graph& g, const std::vector<AxisNeighbours>& axes);
 
 // What one forward of a graph with halo nodes sends, for the node shapes infer_shapes gives:
-// messages and bytes (at `element_bytes` per value), and the bytes of the copies into the grown
-// tensors. The two-phase exchange sends axis 0's strips first, then axis 1's including axis 0's
+// messages and bytes (at `element_bytes` per value; the copies into the grown tensors are the
+// roofline counter's). The two-phase exchange sends axis 0's strips first, then axis 1's including axis 0's
 // halo, so corners travel without diagonal messages.
 struct HaloTraffic {
   int64_t exchanges = 0;  // halo nodes
   int64_t messages = 0;   // sent by this rank
   int64_t bytes = 0;      // sent by this rank
-  int64_t copy_bytes = 0; // read + written to build the grown tensors
   // The exchange's critical path: one phase per split axis per halo node (its messages run
   // concurrently), and the sum over phases of the largest message of each (for an α-β model:
   // phases * α + phase_bytes / β).
