@@ -18,11 +18,16 @@
 #   scripts/gpu_measure.sh unetsweep the sweep's UNet rows, eager/native/inductor, to $OUT/pnp_bench_unet.h5
 #   scripts/gpu_measure.sh quality   DRUNet 4096² bf16 kernel profile; study_4096 with the trained
 #                                    dncnn_ct (FBP start, 20 iterations) in fp32 and bf16: PSNR
+#   scripts/gpu_measure.sh layer     the layer halo (issue 18) on study_4096: 1 rank in post, input
+#                                    and layer alternated twice (speed); 2 ranks sharing the GPU in
+#                                    none, pre, post and fused against 1 rank (TF32 off), and the
+#                                    input halo on 2 ranks: agreement, per-rank memory, exchanges
+#   scripts/gpu_measure.sh scaling   pnp_bench --scaling input/study_4096.toml (native, pre)
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -107,6 +112,28 @@ run() {  # name, then --set overrides
          --set denoiser.weights='"dncnn_ct"' --set compile.mode='"pre"')
       run dncnn_fp32 "${q[@]}"
       run dncnn_bf16 "${q[@]}" --set denoiser.precision='"bf16"' ;;
+    layer)
+      ranks() {  # name, rank count, then --set overrides
+        local name=$1 n=$2; shift 2
+        echo "== study $name ($n rank(s))"
+        mpirun --allow-run-as-root -n "$n" "$bin/pnp_recon" input/study_4096.toml --output "/tmp/study_$name.h5" \
+          --force "$@" 2>&1 | grep -vE "^iteration " | tail -12
+      }
+      for i in 1 2; do
+        for h in input layer; do ranks "speed_${h}_$i" 1 --set compile.mode='"post"' --set distributed.halo_mode="\"$h\""; done
+      done
+      strict=(--set compile.tf32=false --set solver.metrics_every=5)
+      ranks ref 1 --set compile.mode='"pre"' "${strict[@]}"
+      for m in none pre post fused; do
+        ranks "layer2_$m" 2 --set compile.mode="\"$m\"" --set distributed.halo_mode='"layer"' "${strict[@]}"
+      done
+      ranks input2_pre 2 --set compile.mode='"pre"' "${strict[@]}"
+      python3 test/gpu/recon_summary.py /tmp/study_*.h5
+      python3 test/solver/check_recon.py /tmp/study_ref.h5 --layer=/tmp/study_layer2_{pre,post,fused,none}.h5 \
+        /tmp/study_input2_pre.h5 ;;
+    scaling)
+      "$bin/pnp_bench" --scaling input/study_4096.toml --set compile.mode='"pre"' \
+        --output "$out/scaling_study_4096.h5" --force ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 } 2>&1 | tee "$log"

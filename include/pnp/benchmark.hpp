@@ -155,6 +155,7 @@ struct ScalingRow {
   double gradient_s = 0, denoise_s = 0, allreduce_s = 0, halo_s = 0, iteration_s = 0, efficiency = 0;
   double redundancy = 0;      // counted denoiser FLOPs over the ideal share (the stand-in's)
   double halo_bytes = 0, halo_messages = 0;  // sent by the stand-in per denoiser call
+  int64_t denoiser_bytes = 0;  // peak device memory of its denoiser (0 on CPU)
 };
 std::vector<ScalingRow> run_scaling(const Config& cfg, const ScalingOptions& o, std::ostream& progress);
 // /scaling/<column> datasets, the link model as attributes of /scaling, the configuration and

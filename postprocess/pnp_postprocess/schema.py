@@ -66,7 +66,7 @@ SCALING_COLUMNS = {
     "ranks": "int", "layout": "str", "halo_mode": "str", "status": "str", "reason": "str",
     "stand_in": "int", "tile": "str", "gradient_s": "float", "denoise_s": "float",
     "allreduce_s": "float", "halo_s": "float", "iteration_s": "float", "efficiency": "float",
-    "redundancy": "float", "halo_bytes": "float", "halo_messages": "float",
+    "redundancy": "float", "halo_bytes": "float", "halo_messages": "float", "denoiser_bytes": "int",
 }
 """Columns of /scaling (docs/output_schema.md, "pnp_bench --scaling output")."""
 SCALING_ROOT_ATTRS = ("program", "version", "git_commit", "date", "host", "gpu_names", "config")

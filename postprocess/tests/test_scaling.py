@@ -19,7 +19,7 @@ def write_scaling(path, t1=0.3):
                              tile=f"[1, 1, {4096 // R}, 4096]", gradient_s=0.02 / R, denoise_s=t - 0.02 / R - extra,
                              allreduce_s=extra / 2, halo_s=extra / 2, iteration_s=t, efficiency=t1 / (R * t),
                              redundancy=1.0 if mode == "layer" else 1 + 0.1 * R, halo_bytes=1e6 * R,
-                             halo_messages=0 if R == 1 else 58))
+                             halo_messages=0 if R == 1 else 58, denoiser_bytes=int(8e9 / R)))
     rows.append(dict(rows[-1], ranks=3, layout="grid", status="skipped", reason="no 2-d factorisation",
                      iteration_s=np.nan, efficiency=np.nan))
     with h5py.File(path, "w") as f:

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <map>
 #include <ostream>
+#include <tuple>
 
 #include "pnp/benchmark.hpp"
+#include "pnp/core.hpp"
 #include "pnp/device.hpp"
 #include "pnp/io.hpp"
 #include "pnp/physics.hpp"
@@ -70,7 +72,7 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   const at::Tensor sino = at::rand({k, det}, opts);
   std::map<std::pair<int64_t, int64_t>, double> grad_cache;  // owned tile -> s
-  std::map<std::string, double> den_cache;                    // mode + tile + sides -> s
+  std::map<std::string, std::pair<double, int64_t>> den_cache;  // graph + tile -> s, device bytes
   std::map<std::string, double> t1;                           // mode -> T(1)
   std::vector<ScalingRow> rows;
   for (const std::string& mode : o.modes)
@@ -124,12 +126,17 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
                                   std::to_string(in.rows()) + "x" + std::to_string(in.cols());
           row.tile = nn::shape_string({1, c.denoiser.channels, in.rows(), in.cols()});
           if (!den_cache.count(key)) {
+            // The device memory this rank's denoiser takes: weights, compiled arena, input and
+            // output, over what was allocated before it was built (0 on the CPU).
+            reset_device_peak(device);
+            const int64_t before = device_peak_bytes(device);
             Denoiser den = layer && R > 1 ? make_distributed_denoiser(c, device, std::make_unique<LocalFill>(), axes)
                                           : make_denoiser(c, device);
             at::Tensor z = at::rand({1, c.denoiser.channels, in.rows(), in.cols()}, opts);
-            den_cache[key] = time_median(timer, o.warmup, o.timed, [&] { (void)den.executor->forward(z, c.denoiser.sigma); });
+            const double s = time_median(timer, o.warmup, o.timed, [&] { (void)den.executor->forward(z, c.denoiser.sigma); });
+            den_cache[key] = {s, device_peak_bytes(device) - before};
           }
-          row.denoise_s = den_cache[key];
+          std::tie(row.denoise_s, row.denoiser_bytes) = den_cache[key];
           // Communication, from the plans.
           const Link L = link_for(o.link, R);
           const double sino_bytes = 4.0 * static_cast<double>(k * det);
@@ -159,7 +166,8 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
                                          std::to_string(row.allreduce_s * 1e3) + ", halo " +
                                          std::to_string(row.halo_s * 1e3) + "), efficiency " +
                                          std::to_string(row.efficiency) + ", redundancy " +
-                                         std::to_string(row.redundancy)
+                                         std::to_string(row.redundancy) + ", denoiser memory " +
+                                         human_bytes(static_cast<double>(row.denoiser_bytes))
                                    : row.status + ": " + row.reason)
             << std::endl;
         rows.push_back(row);
@@ -193,6 +201,8 @@ void write_scaling(const std::string& path, const Config& cfg, const ScalingOpti
   col("denoise_s", [](const ScalingRow& r) { return r.denoise_s; }, "s",
       "one denoiser call on its tile, measured (layer halo: halos filled locally)");
   col("allreduce_s", [](const ScalingRow& r) { return r.allreduce_s; }, "s", "the sinogram's ring allreduce, modelled");
+  col("denoiser_bytes", [](const ScalingRow& r) { return r.denoiser_bytes; }, "B",
+      "peak device memory of the stand-in's denoiser (weights, activations, input), measured; 0 on CPU");
   col("halo_s", [](const ScalingRow& r) { return r.halo_s; }, "s", "the denoiser's halo exchanges, modelled");
   col("iteration_s", [](const ScalingRow& r) { return r.iteration_s; }, "s", "predicted iteration: the sum");
   col("efficiency", [](const ScalingRow& r) { return r.efficiency; }, "1", "T(1) / (R T(R)) within the halo mode");

@@ -36,6 +36,7 @@ one = {r["halo_mode"]: r for r in ok if r["ranks"] == 1}
 assert one["input"]["denoise_s"] == one["layer"]["denoise_s"], "1-rank layer and input: the same graph"
 for r in ok:
     assert r["denoise_s"] > 0 and r["gradient_s"] > 0
+    assert r["denoiser_bytes"] == 0, r  # no device memory statistics on the CPU
     parts = r["gradient_s"] + r["denoise_s"] + r["allreduce_s"] + r["halo_s"]
     assert abs(r["iteration_s"] - parts) <= 1e-12 * parts
     R = int(r["ranks"])
