@@ -18,7 +18,8 @@
 #   scripts/gpu_measure.sh unetsweep the sweep's UNet rows, eager/native/inductor, to $OUT/pnp_bench_unet.h5
 #   scripts/gpu_measure.sh quality   DRUNet 4096² bf16 kernel profile; study_4096 with the trained
 #                                    dncnn_ct (FBP start, 20 iterations) in fp32 and bf16: PSNR
-#   scripts/gpu_measure.sh layer     the layer halo (issue 18) on study_4096: 1 rank in post, input
+#   scripts/gpu_measure.sh layer [speed|agree]
+#                                    the layer halo (issue 18) on study_4096: 1 rank in post, input
 #                                    and layer alternated twice (speed); 2 ranks sharing the GPU in
 #                                    none, pre, post and fused (uncaptured: MPI) against 1 rank (TF32
 #                                    off), and the input halo on 2 ranks: agreement, per-rank memory
@@ -119,9 +120,13 @@ run() {  # name, then --set overrides
         mpirun --allow-run-as-root -n "$n" "$bin/pnp_recon" input/study_4096.toml --output "/tmp/study_$name.h5" \
           --force "$@" 2>&1 | grep -vE "^iteration " | tail -12
       }
-      for i in 1 2; do
-        for h in input layer; do ranks "speed_${h}_$i" 1 --set compile.mode='"post"' --set distributed.halo_mode="\"$h\""; done
-      done
+      part=${2:-all}  # speed, agree or all
+      if [ "$part" != agree ]; then
+        for i in 1 2; do
+          for h in input layer; do ranks "speed_${h}_$i" 1 --set compile.mode='"post"' --set distributed.halo_mode="\"$h\""; done
+        done
+      fi
+      [ "$part" = speed ] && { python3 test/gpu/recon_summary.py /tmp/study_*.h5; exit 0; }
       strict=(--set compile.tf32=false --set solver.metrics_every=5)
       ranks ref 1 --set compile.mode='"pre"' "${strict[@]}"
       # (two ranks on one GPU talk over MPI, which a CUDA graph cannot capture: post and fused
@@ -130,10 +135,10 @@ run() {  # name, then --set overrides
         graphs=(); [ $m = post ] || [ $m = fused ] && graphs=(--set compile.cuda_graphs=false)
         ranks "layer2_$m" 2 --set compile.mode="\"$m\"" --set distributed.halo_mode='"layer"' "${strict[@]}" "${graphs[@]}"
       done
-      ranks input2_pre 2 --set compile.mode='"pre"' "${strict[@]}"
+      input2=()
+      [ "$part" = all ] && { ranks input2_pre 2 --set compile.mode='"pre"' "${strict[@]}"; input2=(/tmp/study_input2_pre.h5); }
       python3 test/gpu/recon_summary.py /tmp/study_*.h5
-      python3 test/solver/check_recon.py /tmp/study_ref.h5 --layer=/tmp/study_layer2_{pre,post,fused,none}.h5 \
-        /tmp/study_input2_pre.h5 ;;
+      python3 test/solver/check_recon.py /tmp/study_ref.h5 --layer=/tmp/study_layer2_{pre,post,fused,none}.h5 "${input2[@]}" ;;
     scaling)
       "$bin/pnp_bench" --scaling input/study_4096.toml --set compile.mode='"pre"' \
         --output "$out/scaling_study_4096.h5" --force ;;
