@@ -24,7 +24,8 @@ namespace pnp::benchmark {
 namespace {
 
 // The layer halo's stand-in exchange: the neighbour sides are filled with zeros where the real
-// one receives the neighbours' strips (same bytes written, no messages).
+// one receives the neighbours' strips (no messages; exchange_strips: zero strips made once,
+// where the real one also packs the few rows it sends).
 class LocalFill final : public nn::HaloExchanger {
  public:
   void exchange(const nn::Node& h, at::Tensor& grown) override {
@@ -35,6 +36,28 @@ class LocalFill final : public nn::HaloExchanger {
         grown.narrow(2 + d, grown.size(2 + d) - a.halo_hi[d], a.halo_hi[d]).zero_();
     }
   }
+  // Zero strips of the shapes a neighbour would send, made once per node and tile shape.
+  nn::HaloStrips exchange_strips(const nn::Node& h, const at::Tensor& tile) override {
+    const auto& a = h.attrs;
+    const int dim = static_cast<int>(tile.dim()) - 2;
+    auto [it, fresh] = strips_.try_emplace(std::make_pair(h.id, tile.sizes().vec()));
+    if (fresh) {
+      it->second.resize(static_cast<size_t>(dim));
+      for (int d = 0; d < dim; ++d)
+        for (int side = 0; side < 2; ++side) {
+          const int64_t width = side == 0 ? a.halo_lo[d] : a.halo_hi[d];
+          if (!(side == 0 ? a.halo_peer_lo[d] : a.halo_peer_hi[d]) || width == 0) continue;
+          std::vector<int64_t> shape = tile.sizes().vec();
+          for (int e = 0; e < d; ++e) shape[static_cast<size_t>(2 + e)] += a.halo_lo[e] + a.halo_hi[e];
+          shape[static_cast<size_t>(2 + d)] = width;
+          it->second[static_cast<size_t>(d)][static_cast<size_t>(side)] = at::zeros(shape, tile.options());
+        }
+    }
+    return it->second;
+  }
+
+ private:
+  std::map<std::pair<int, std::vector<int64_t>>, nn::HaloStrips> strips_;
 };
 
 double median(std::vector<double> v) {

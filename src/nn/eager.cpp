@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+
 #include "pnp/nn/executor.hpp"
 
 namespace pnp::nn {
@@ -99,6 +101,93 @@ at::Tensor apply_halo(const Node& n, int dim, const at::Tensor& x, HaloExchanger
     ex->exchange(n, y);
   }
   return y;
+}
+
+namespace {
+// A region of the grown tensor in grown coordinates: per spatial axis, first index and extent.
+struct Region {
+  std::vector<int64_t> lo, size;
+};
+
+// The region of axis d's lo (side 0) or hi (side 1) strip: the grown extent of earlier axes,
+// the side's width along d, the tile's extent of later axes.
+Region strip_region(const Attrs& a, const std::vector<int64_t>& tile, int d, int side) {
+  const int dim = static_cast<int>(tile.size());
+  Region r{std::vector<int64_t>(dim), std::vector<int64_t>(dim)};
+  for (int e = 0; e < dim; ++e) {
+    if (e < d) r.lo[e] = 0, r.size[e] = a.halo_lo[e] + tile[e] + a.halo_hi[e];
+    else if (e > d) r.lo[e] = a.halo_lo[e], r.size[e] = tile[e];
+    else if (side == 0) r.lo[e] = 0, r.size[e] = a.halo_lo[e];
+    else r.lo[e] = a.halo_lo[e] + tile[e], r.size[e] = a.halo_hi[e];
+  }
+  return r;
+}
+
+// Copies the part of `src` (holding region `from` of the grown tensor) that falls inside
+// `out` (holding the region starting at box_lo, of out's extent).
+void copy_overlap(at::Tensor& out, const std::vector<int64_t>& box_lo, const at::Tensor& src, const Region& from) {
+  at::Tensor o = out, f = src;
+  for (size_t e = 0; e < box_lo.size(); ++e) {
+    const int64_t a = std::max(box_lo[e], from.lo[e]);
+    const int64_t b = std::min(box_lo[e] + out.size(2 + static_cast<int64_t>(e)), from.lo[e] + from.size[e]);
+    if (b <= a) return;
+    o = o.narrow(2 + static_cast<int64_t>(e), a - box_lo[e], b - a);
+    f = f.narrow(2 + static_cast<int64_t>(e), a - from.lo[e], b - a);
+  }
+  o.copy_(f);
+}
+
+std::vector<int64_t> tile_extent(const at::Tensor& tile) {
+  return std::vector<int64_t>(tile.sizes().begin() + 2, tile.sizes().end());
+}
+}  // namespace
+
+void halo_box_into(at::Tensor& out, const Node& n, const at::Tensor& tile, const HaloStrips& strips,
+                   const std::vector<int64_t>& box_lo) {
+  const auto& a = n.attrs;
+  const std::vector<int64_t> t = tile_extent(tile);
+  const int dim = static_cast<int>(t.size());
+  if (static_cast<int>(box_lo.size()) != dim || out.dim() != tile.dim())
+    throw Error("halo_box_into at " + n.name + ": box rank differs from the tile's");
+  out.fill_(a.fill);  // the image-border sides; everything else is overwritten below
+  Region inner{std::vector<int64_t>(dim), t};
+  for (int e = 0; e < dim; ++e) inner.lo[e] = a.halo_lo[e];
+  copy_overlap(out, box_lo, tile, inner);
+  // axis by axis, as the exchange fills them: later axes' strips hold the corners
+  for (int d = 0; d < dim; ++d)
+    for (int side = 0; side < 2; ++side) {
+      const bool peer = side == 0 ? a.halo_peer_lo[d] : a.halo_peer_hi[d];
+      const int64_t width = side == 0 ? a.halo_lo[d] : a.halo_hi[d];
+      if (!peer || width == 0) continue;
+      const Region r = strip_region(a, t, d, side);
+      const at::Tensor* st = static_cast<size_t>(d) < strips.size() && strips[d][side].defined() ? &strips[d][side] : nullptr;
+      if (!st) {  // fine only when the box does not reach this strip
+        bool reaches = true;
+        for (int e = 0; e < dim; ++e)
+          reaches = reaches && box_lo[e] < r.lo[e] + r.size[e] && r.lo[e] < box_lo[e] + out.size(2 + e);
+        if (reaches) throw Error("halo_box_into at " + n.name + ": the box needs a strip that was not given");
+        continue;
+      }
+      copy_overlap(out, box_lo, *st, r);
+    }
+}
+
+HaloStrips HaloExchanger::exchange_strips(const Node& halo, const at::Tensor& tile) {
+  const int dim = static_cast<int>(tile.dim()) - 2;
+  const at::Tensor grown = apply_halo(halo, dim, tile, this);
+  const std::vector<int64_t> t = tile_extent(tile);
+  HaloStrips strips(static_cast<size_t>(dim));
+  for (int d = 0; d < dim; ++d)
+    for (int side = 0; side < 2; ++side) {
+      const auto& a = halo.attrs;
+      if (!(side == 0 ? a.halo_peer_lo[d] : a.halo_peer_hi[d]) || (side == 0 ? a.halo_lo[d] : a.halo_hi[d]) == 0)
+        continue;
+      const Region r = strip_region(a, t, d, side);
+      at::Tensor v = grown;
+      for (int e = 0; e < dim; ++e) v = v.narrow(2 + e, r.lo[e], r.size[e]);
+      strips[static_cast<size_t>(d)][static_cast<size_t>(side)] = v.contiguous();
+    }
+  return strips;
 }
 
 namespace {

@@ -101,7 +101,8 @@ Counts count(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_
       case OpKind::concat:
       case OpKind::max_pool:
       case OpKind::upsample_nearest:
-      case OpKind::halo:  // the copy into the grown tensor (the exchange: nn::layer_halo_traffic)
+      case OpKind::halo:  // the grown copy the eager executor makes (the native one is copy-free where
+                          // plan.hpp allows; the exchange itself: nn::layer_halo_traffic)
         o.bytes = eb * (in + out);
         break;
       case OpKind::pad:

@@ -11,6 +11,14 @@ LayerExchange::LayerExchange(Communicator& comm, const Decomposition& d)
   for (const auto& p : d.peers(comm.rank())) lo_peer_.push_back(p.lo), hi_peer_.push_back(p.hi);
 }
 
+void LayerExchange::check_thin(const nn::Node& halo, int d, int64_t tile) const {
+  const auto& a = halo.attrs;
+  const int64_t p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
+  if ((lo_peer_[d] >= 0 && tile < inner) || (hi_peer_[d] >= 0 && tile < p))
+    throw Error("layer halo at " + halo.name + ": this rank's tile is " + std::to_string(tile) + " px along axis " +
+                std::to_string(d) + ", thinner than the halo its neighbour needs");
+}
+
 void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
   const auto& a = halo.attrs;
   const int dim = static_cast<int>(grown.dim()) - 2;
@@ -20,9 +28,7 @@ void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
   for (int d = 0; d < 2; ++d) {
     if (!axes_[d].split) continue;
     const int64_t p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
-    if ((lo_peer_[d] >= 0 && tile[d] < inner) || (hi_peer_[d] >= 0 && tile[d] < p))
-      throw Error("layer halo at " + halo.name + ": this rank's tile is " + std::to_string(tile[d]) +
-                  " px along axis " + std::to_string(d) + ", thinner than the halo its neighbour needs");
+    check_thin(halo, d, tile[d]);
     // A strip across axis d: [offset, offset + width) along d, the grown extent of earlier axes,
     // the tile of later ones.
     auto strip = [&](int64_t offset, int64_t width) {
@@ -40,7 +46,7 @@ void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
     if (lo_peer_[d] >= 0 && p > 0) recvs.push_back({lo_peer_[d], strip(0, p)});
     if (hi_peer_[d] >= 0 && inner > 0) recvs.push_back({hi_peer_[d], strip(a.halo_lo[d] + tile[d], inner)});
     if (sends.empty() && recvs.empty()) continue;
-    auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, grown.sizes().vec()));
+    auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, grown.sizes().vec(), 0));
     Buffers& b = it->second;
     if (fresh) {
       const auto opts = grown.options().memory_format(at::MemoryFormat::Contiguous);
@@ -51,6 +57,58 @@ void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
     comm_.start_exchange(b.sends, b.recvs)->wait();
     for (size_t i = 0; i < recvs.size(); ++i) recvs[i].view.copy_(b.recvs[i].buffer);
   }
+}
+
+nn::HaloStrips LayerExchange::exchange_strips(const nn::Node& halo, const at::Tensor& tile) {
+  const auto& a = halo.attrs;
+  const int dim = static_cast<int>(tile.dim()) - 2;
+  if (dim != 2) throw Error("layer halo: 2-d images only");
+  nn::HaloStrips strips(2);
+  for (int d = 0; d < 2; ++d) {
+    if (!axes_[d].split) continue;
+    const int64_t t = tile.size(2 + d), p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
+    check_thin(halo, d, t);
+    // The grown tensor's box from `offset` along d (width w): earlier axes' grown extent, later
+    // axes' tile, the same strips exchange() sends.
+    auto box = [&](int64_t offset, int64_t w) {
+      std::vector<int64_t> lo(2), size(2);
+      for (int e = 0; e < 2; ++e) {
+        if (e < d) lo[e] = 0, size[e] = a.halo_lo[e] + tile.size(2 + e) + a.halo_hi[e];
+        else if (e > d) lo[e] = a.halo_lo[e], size[e] = tile.size(2 + e);
+        else lo[e] = offset, size[e] = w;
+      }
+      return std::make_pair(lo, size);
+    };
+    std::vector<std::tuple<int, std::vector<int64_t>, std::vector<int64_t>>> sends;  // peer, box
+    std::vector<std::pair<int, std::vector<int64_t>>> recvs;                        // peer, shape
+    auto shape = [&](const std::vector<int64_t>& size) {
+      return std::vector<int64_t>{tile.size(0), tile.size(1), size[0], size[1]};
+    };
+    if (lo_peer_[d] >= 0 && inner > 0) {
+      auto [lo, size] = box(a.halo_lo[d], inner);
+      sends.emplace_back(lo_peer_[d], lo, shape(size));
+    }
+    if (hi_peer_[d] >= 0 && p > 0) {
+      auto [lo, size] = box(a.halo_lo[d] + t - p, p);
+      sends.emplace_back(hi_peer_[d], lo, shape(size));
+    }
+    if (lo_peer_[d] >= 0 && p > 0) recvs.emplace_back(lo_peer_[d], shape(box(0, p).second));
+    if (hi_peer_[d] >= 0 && inner > 0) recvs.emplace_back(hi_peer_[d], shape(box(a.halo_lo[d] + t, inner).second));
+    if (sends.empty() && recvs.empty()) continue;
+    auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, tile.sizes().vec(), 1));
+    Buffers& b = it->second;
+    if (fresh) {
+      const auto opts = tile.options().memory_format(at::MemoryFormat::Contiguous);
+      for (const auto& [peer, lo, sz] : sends) b.sends.push_back({peer, at::empty(sz, opts)});
+      for (const auto& [peer, sz] : recvs) b.recvs.push_back({peer, at::empty(sz, opts)});
+    }
+    for (size_t i = 0; i < sends.size(); ++i) nn::halo_box_into(b.sends[i].buffer, halo, tile, strips, std::get<1>(sends[i]));
+    comm_.start_exchange(b.sends, b.recvs)->wait();
+    size_t k = 0;
+    if (lo_peer_[d] >= 0 && p > 0) strips[d][0] = b.recvs[k++].buffer;
+    if (hi_peer_[d] >= 0 && inner > 0) strips[d][1] = b.recvs[k++].buffer;
+  }
+  return strips;
 }
 
 }  // namespace pnp

@@ -26,6 +26,9 @@ class LayerExchange final : public nn::HaloExchanger {
   // allocated once per (node, axis, shape), at fixed addresses, so a CUDA graph can capture
   // the exchange (NCCL).
   void exchange(const nn::Node& halo, at::Tensor& grown) override;
+  // The same messages, from the tile and the strips received so far (axis 0 before axis 1),
+  // into fixed buffers that are returned as the strips: no grown tensor.
+  nn::HaloStrips exchange_strips(const nn::Node& halo, const at::Tensor& tile) override;
 
  private:
   struct Buffers {
@@ -34,7 +37,9 @@ class LayerExchange final : public nn::HaloExchanger {
   Communicator& comm_;
   std::vector<nn::AxisNeighbours> axes_;
   std::vector<int> lo_peer_, hi_peer_;  // per axis, -1 when none
-  std::map<std::tuple<int, int, std::vector<int64_t>>, Buffers> buffers_;
+  // per (node, axis, shape, 0 = exchange / 1 = exchange_strips)
+  std::map<std::tuple<int, int, std::vector<int64_t>, int>, Buffers> buffers_;
+  void check_thin(const nn::Node& halo, int d, int64_t tile) const;
 };
 
 }  // namespace pnp

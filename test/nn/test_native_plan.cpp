@@ -398,3 +398,49 @@ TEST_CASE("native plan: in-place reuse only of owned values that no live view al
     check_plan(g, {1, 1, 8, 8});
   }
 }
+
+TEST_CASE("native plan: copy-free halos are deferred into their one conv or max_pool reader") {
+  const std::map<std::string, Graph> nets{{"dncnn", test::make("dncnn", 2, 1, 1, {6}, 3)},
+                                           {"drunet", test::make("drunet", 2, 1, 1, {2, 3, 4, 5}, 1)},
+                                           {"unet", test::make("unet", 2, 1, 1, {3, 4, 5})}};
+  for (const auto& [arch, g0] : nets) {
+    CAPTURE(arch);
+    // a middle slab of three: neighbours on both sides of axis 0
+    const Graph g = with_layer_halos(g0, {{true, true, true}, {false, false, false}});
+    const std::vector<int64_t> shape{1, 1, 16, 24};
+    const auto shapes = infer_shapes(g, shape);
+    const Plan p = native::make_plan(g, shapes, {true, 4, true});
+    const Plan q = native::make_plan(g, shapes, {true, 4, false});
+    int halos = 0, deferred = 0;
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      const PlanStep& s = p.steps[i];
+      if (s.kind != StepKind::halo) {
+        if (s.halo >= 0) {  // its reader: the op's own padding back on axis 0, the halo's on axis 1
+          const Node& h = g.nodes[static_cast<size_t>(s.halo)];
+          CHECK(p.steps[static_cast<size_t>(p.step_of[h.id])].deferred);
+          CHECK(s.tile_padding[0] == h.attrs.padding[0]);
+          CHECK(s.padding[0] == 0);
+          CHECK(s.tile_padding[1] == s.padding[1]);
+        }
+        continue;
+      }
+      ++halos;
+      CHECK_FALSE(q.steps[i].deferred);  // off: every halo grows a copy
+      if (!s.deferred) continue;
+      ++deferred;
+      CHECK(s.alias);
+      CHECK(s.shape == shapes[g.nodes[static_cast<size_t>(s.head)].inputs[0]]);  // its value is the tile
+      // exactly one step reads it, and that step grows it
+      int readers = 0;
+      for (const PlanStep& r : p.steps)
+        if (std::find(r.in.begin(), r.in.end(), s.out) != r.in.end()) {
+          ++readers;
+          CHECK(r.halo == s.out);
+          CHECK((r.kind == StepKind::conv || r.kind == StepKind::max_pool));
+        }
+      CHECK(readers == 1);
+    }
+    CHECK(halos > 0);
+    CHECK(deferred == halos);  // every 3x3 stride-1 window of these networks qualifies
+  }
+}

@@ -1,7 +1,8 @@
 // The layer halo under mpiexec (1 to 4 ranks): each rank runs only its own tile of DnCNN, DRUNet
 // and UNet, exchanging each conv's halo with its neighbours, and its tile of the result must be
 // the 1-rank result's (computed whole on every rank as the reference): to 1e-12 in float64 and
-// 1e-6 relative in float32, for the eager and the native executor, for row slabs and grids,
+// 1e-6 relative in float32, for the eager and the native executor (growing copies, and copy-free
+// over LayerExchange's strips and over the default strips), for row slabs and grids,
 // on sizes that are not multiples of the networks' alignment. The exchange's counted traffic
 // must be what the communicator sent, and the counted FLOPs must have no redundancy.
 #include "pnp_test.hpp"
@@ -38,6 +39,16 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> layouts(int ranks) {
   return l;
 }
 
+// An exchanger with exchange() only: exchange_strips is HaloExchanger's default (grow, then cut).
+class GrownOnly final : public nn::HaloExchanger {
+ public:
+  explicit GrownOnly(LayerExchange& ex) : ex_(ex) {}
+  void exchange(const nn::Node& h, at::Tensor& grown) override { ex_.exchange(h, grown); }
+
+ private:
+  LayerExchange& ex_;
+};
+
 double rel_max(const at::Tensor& a, const at::Tensor& ref) {
   return (a.to(at::kDouble) - ref.to(at::kDouble)).abs().max().item<double>() /
          ref.to(at::kDouble).abs().max().item<double>();
@@ -66,17 +77,21 @@ TEST_CASE("layer halo: every rank's tile equals the 1-rank result (eager and nat
           if (R == 1) CHECK(gl.to_json() == g.to_json());  // one rank: the graph is unchanged
           const at::Tensor xt = x.narrow(2, own.r0, own.rows()).narrow(3, own.c0, own.cols()).to(dt).contiguous();
           const at::Tensor rt = ref.narrow(2, own.r0, own.rows()).narrow(3, own.c0, own.cols());
-          for (const bool native : {false, true}) {
+          GrownOnly grown_only(ex);
+          // eager; native growing a copy at every halo node; native copy-free over
+          // LayerExchange::exchange_strips; native copy-free over the default exchange_strips
+          for (const int variant : {0, 1, 2, 3}) {
             CAPTURE(arch);
             CAPTURE(n);
             CAPTURE(kind);
             CAPTURE(d.grid_cols);
-            CAPTURE(native);
+            CAPTURE(variant);
             CAPTURE(c10::toString(dt));
             std::unique_ptr<nn::Executor> e;
-            if (native) {
+            if (variant > 0) {
               nn::NativeOptions o;
-              o.exchanger = &ex;
+              o.exchanger = variant == 3 ? static_cast<nn::HaloExchanger*>(&grown_only) : &ex;
+              o.copy_free_halo = variant >= 2;
               e = nn::make_native(gl, w, at::kCPU, dt, xt.sizes().vec(), o);
             } else {
               e = nn::make_eager(gl, w, at::kCPU, dt, &ex);

@@ -7,6 +7,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,16 +52,35 @@ at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& in,
 // with the tile in its interior and the image-border sides already filled; exchange() fills
 // the sides marked halo_peer_* from the neighbours' tiles and sends them this rank's strips,
 // axis 0 first, then axis 1 including axis 0's halo (corners without diagonal messages).
+//
+// exchange_strips() is the same exchange, the same messages in the same order, without the
+// grown tensor: it takes the tile and returns the neighbours' strips only (the native
+// executor's copy-free halo, halo_box). strips[d][0] / [1] are the lo / hi side along axis d,
+// defined where that side comes from a neighbour and has a width; a strip spans the grown
+// extent of earlier axes and the tile's extent of later ones (so axis 1's strips hold the
+// corners). The default implementation grows the tile with apply_halo and cuts the strips out
+// of it; LayerExchange sends from and receives into fixed buffers and returns those (they stay
+// valid until the same node is exchanged again).
+using HaloStrips = std::vector<std::array<at::Tensor, 2>>;
 class HaloExchanger {
  public:
   virtual ~HaloExchanger() = default;
   virtual void exchange(const Node& halo, at::Tensor& grown) = 0;
+  virtual HaloStrips exchange_strips(const Node& halo, const at::Tensor& tile);
 };
 
 // A halo node on one rank: a new tensor of the grown shape (x's memory format), x in the
 // middle, the border sides filled with n.attrs.fill, the neighbour sides from `ex`. Error when
 // the node has neighbour sides and ex is null.
 at::Tensor apply_halo(const Node& n, int dim, const at::Tensor& x, HaloExchanger* ex);
+
+// A box of the grown tensor apply_halo(n, dim, tile, ...) would make, written into `out` (its
+// shape is the box's extent) without making the grown tensor: `box_lo` is the box's first
+// index per spatial axis in grown coordinates. The tile's pixels where the box covers it, the
+// neighbours' `strips` (HaloExchanger::exchange_strips; strips of axes not yet exchanged may be
+// left undefined when the box does not reach them) and n.attrs.fill on the image-border sides.
+void halo_box_into(at::Tensor& out, const Node& n, const at::Tensor& tile, const HaloStrips& strips,
+                   const std::vector<int64_t>& box_lo);
 
 // The compute dtypes every executor accepts: float32, float64 and bfloat16 (activations and
 // weights in bf16; cuDNN and oneDNN convolutions accumulate in fp32). Throws InputError naming

@@ -60,6 +60,11 @@ struct NativeOptions {
   // Runs the halo nodes of a graph from with_layer_halos (kept by reference; it must outlive
   // the executor). Every warm-up call exchanges too, so all ranks compile together.
   HaloExchanger* exchanger = nullptr;
+  // Halo nodes deferred into their conv / max_pool: the op on the bare tile, then the rows
+  // next to each neighbour recomputed (native/plan.hpp). Off: every halo node grows a copy of
+  // its tile (nn::apply_halo), as the eager executor does. DRUNet 4096² on 2 slabs of an H200
+  // cost 169.7 ms per call with the copies against an ideal half of 145.2 ms (2026-12-01).
+  bool copy_free_halo = true;
 };
 
 class NativeExecutor : public Executor {

@@ -75,7 +75,13 @@ class NativeImpl final : public NativeExecutor {
     cl_ = opt.channels_last;
     c10::DeviceGuard guard(device_);
     at::NoGradGuard no_grad;
-    plan_ = native::make_plan(g, shapes_, {opt.fuse, static_cast<int64_t>(at::elementSize(dtype))});
+    plan_ = native::make_plan(g, shapes_, {opt.fuse, static_cast<int64_t>(at::elementSize(dtype)), opt.copy_free_halo});
+    int deferred = 0, halos = 0;
+    for (const auto& st : plan_.steps)
+      if (st.kind == StepKind::halo) ++halos, deferred += st.deferred ? 1 : 0;
+    if (halos > 0)
+      notes_.push_back("layer halo: " + std::to_string(deferred) + " of " + std::to_string(halos) +
+                       " halo nodes copy-free (op on the tile, border rows recomputed), the rest grow a copy");
     for (const auto& st : plan_.steps)
       if (st.kind == StepKind::halo && opt_.cuda_graph) {
         // The exchanges run between the compiled steps (compile.mode = "pre"); a graph of the
@@ -217,14 +223,15 @@ class NativeImpl final : public NativeExecutor {
   // ---- execution --------------------------------------------------------------------------
   static std::optional<at::Tensor> bias(const Bound& t) { return t.b.defined() ? std::optional(t.b) : std::nullopt; }
 
-  at::Tensor conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z) {
+  at::Tensor conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
+                  const std::vector<int64_t>& padding) {
     const std::vector<int64_t> dil(s.stride.size(), 1);
     const std::optional<at::Tensor> b = bias(t);
 #ifdef PNP_HAVE_CUDA
     if (t.cudnn) {
       try {
-        if (z) return at::cudnn_convolution_add_relu(x, t.w, *z, at::Scalar(1.0), b, s.stride, s.padding, dil, s.groups);
-        return at::cudnn_convolution_relu(x, t.w, b, s.stride, s.padding, dil, s.groups);
+        if (z) return at::cudnn_convolution_add_relu(x, t.w, *z, at::Scalar(1.0), b, s.stride, padding, dil, s.groups);
+        return at::cudnn_convolution_relu(x, t.w, b, s.stride, padding, dil, s.groups);
       } catch (const c10::Error& e) {
         if (!validating_) throw;
         // The fused kernel is not available for this configuration: use generic ops.
@@ -235,10 +242,63 @@ class NativeImpl final : public NativeExecutor {
       }
     }
 #endif
-    at::Tensor y = at::convolution(x, t.w, b, s.stride, s.padding, dil, false, std::vector<int64_t>(s.stride.size(), 0),
+    at::Tensor y = at::convolution(x, t.w, b, s.stride, padding, dil, false, std::vector<int64_t>(s.stride.size(), 0),
                                    s.groups);
     if (z) y.add_(*z);
     if (s.relu) y.relu_();
+    return y;
+  }
+
+  // A conv or max_pool step with this padding.
+  at::Tensor window(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
+                    const std::vector<int64_t>& padding) {
+    if (s.kind == StepKind::conv) return conv(s, t, x, z, padding);
+    return g_.dim == 2 ? at::max_pool2d(x, s.kernel, s.stride, padding, {1, 1}, false)
+                       : at::max_pool3d(x, s.kernel, s.stride, padding, {1, 1, 1}, false);
+  }
+
+  // A conv or max_pool step reading a deferred halo (plan.hpp): the op on the bare tile with
+  // its own padding, which is exact except in the output rows whose window reaches a
+  // neighbour's pixels; those are recomputed from boxes of the grown tensor (the neighbours'
+  // strips, the tile's border rows, the fill) with the halo pass's padding. No grown copy of
+  // the tile is made: the extra work is the boxes, a few rows per neighbour.
+  at::Tensor window_over_halo(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z) {
+    const Node& h = g_.nodes[static_cast<size_t>(s.halo)];
+    const auto& a = h.attrs;
+    const int dim = g_.dim;
+    at::Tensor y = window(s, t, x, z, s.tile_padding);
+    auto peer = [&](int d, int side) {
+      return (side == 0 ? a.halo_peer_lo[d] && a.halo_lo[d] > 0 : a.halo_peer_hi[d] && a.halo_hi[d] > 0) != 0;
+    };
+    bool any = false;
+    for (int d = 0; d < dim; ++d) any = any || peer(d, 0) || peer(d, 1);
+    if (!any) return y;  // the image border on every side: the op's own padding is the halo
+    if (!opt_.exchanger) throw Error("halo node " + h.name + " has neighbours but the executor has no exchanger");
+    const HaloStrips strips = opt_.exchanger->exchange_strips(h, x);
+    for (int d = 0; d < dim; ++d)
+      for (int side = 0; side < 2; ++side) {
+        if (!peer(d, side)) continue;
+        const int64_t k = a.kernel[d], st = a.stride[d], n = y.size(2 + d);
+        // output rows [o0, o1) along d whose window (grown rows [o st, o st + k)) leaves the tile
+        int64_t o0 = 0, o1 = n;
+        if (side == 0) {
+          o1 = std::min(n, (a.halo_lo[d] + st - 1) / st);
+        } else {
+          const int64_t last_inside = a.halo_lo[d] + x.size(2 + d) - k;  // the last window start inside
+          o0 = last_inside < 0 ? 0 : std::min(n, last_inside / st + 1);
+        }
+        if (o1 <= o0) continue;
+        std::vector<int64_t> box_lo(static_cast<size_t>(dim), 0), shape = x.sizes().vec();
+        for (int e = 0; e < dim; ++e)
+          shape[static_cast<size_t>(2 + e)] = a.halo_lo[e] + x.size(2 + e) + a.halo_hi[e];
+        box_lo[static_cast<size_t>(d)] = o0 * st;
+        shape[static_cast<size_t>(2 + d)] = (o1 - 1) * st + k - o0 * st;
+        at::Tensor box = at::empty(shape, x.options().memory_format(x.suggest_memory_format()));
+        halo_box_into(box, h, x, strips, box_lo);
+        at::Tensor zb;
+        if (z) zb = z->narrow(2 + d, o0, o1 - o0).contiguous(z->suggest_memory_format());
+        y.narrow(2 + d, o0, o1 - o0).copy_(window(s, t, box, z ? &zb : nullptr, s.padding));
+      }
     return y;
   }
 
@@ -257,7 +317,8 @@ class NativeImpl final : public NativeExecutor {
           y = sigma_buf_.view(std::vector<int64_t>(s.shape.size(), 1)).expand(s.shape);
           break;
         case StepKind::conv:
-          y = conv(s, t, in, s.z >= 0 ? &v[s.z] : nullptr);
+          y = s.halo >= 0 ? window_over_halo(s, t, in, s.z >= 0 ? &v[s.z] : nullptr)
+                          : conv(s, t, in, s.z >= 0 ? &v[s.z] : nullptr, s.padding);
           break;
         case StepKind::conv_transpose:
           y = at::convolution(in, t.w, bias(t), s.stride, s.padding, std::vector<int64_t>(s.stride.size(), 1), true,
@@ -285,8 +346,7 @@ class NativeImpl final : public NativeExecutor {
           break;
         }
         case StepKind::max_pool:
-          y = dim == 2 ? at::max_pool2d(in, s.kernel, s.stride, s.padding, {1, 1}, false)
-                       : at::max_pool3d(in, s.kernel, s.stride, s.padding, {1, 1, 1}, false);
+          y = s.halo >= 0 ? window_over_halo(s, t, in, nullptr) : window(s, t, in, nullptr, s.padding);
           break;
         case StepKind::upsample:
           if (!upsample_by_copy(y, in)) {
@@ -305,8 +365,8 @@ class NativeImpl final : public NativeExecutor {
           else
             at::replication_pad3d_out(y, in, s.pads);
           break;
-        case StepKind::halo:
-          y = apply_halo(g_.nodes[static_cast<size_t>(s.head)], dim, in, opt_.exchanger);
+        case StepKind::halo:  // deferred: the tile itself, grown by its reader (window_over_halo)
+          y = s.deferred ? in : apply_halo(g_.nodes[static_cast<size_t>(s.head)], dim, in, opt_.exchanger);
           break;
         case StepKind::crop:
           y = in;

@@ -37,6 +37,32 @@ BatchNormKeys bn_keys_of(const Node& bn) {
           bn.attrs.eps};
 }
 
+// A halo node its only reader can grow itself (plan.hpp, "copy-free halos"): a conv or
+// max_pool reading it first, whose own padding gives the same output on the bare tile.
+bool deferrable(const Graph& g, const std::vector<std::vector<int>>& readers, const Node& h) {
+  if (h.id == g.output() || readers[h.id].size() != 1) return false;
+  const Node& r = g.nodes[readers[h.id][0]];
+  if ((r.op != OpKind::conv && r.op != OpKind::max_pool) || r.inputs.empty() || r.inputs[0] != h.id) return false;
+  const auto& a = h.attrs;
+  for (size_t d = 0; d < a.halo_lo.size(); ++d) {
+    if (a.halo_lo[d] == 0 && a.halo_hi[d] == 0) continue;
+    const int64_t k = a.kernel[d], st = a.stride[d], p = a.padding[d];
+    if (a.halo_lo[d] != p || a.halo_hi[d] != k - st - p || k - st > 2 * p || 2 * p >= k) return false;
+  }
+  return true;
+}
+
+// A conv / max_pool step reading a deferred halo: which, and its padding on the bare tile (the
+// halo's axes get back the op's own padding, which the halo pass had set to 0).
+void read_halo(const Graph& g, const std::vector<int>& deferred, const Node& nd, PlanStep& s) {
+  if (nd.inputs.empty() || !deferred[nd.inputs[0]]) return;
+  const Node& h = g.nodes[nd.inputs[0]];
+  s.halo = h.id;
+  s.tile_padding = s.padding;
+  for (size_t d = 0; d < h.attrs.halo_lo.size(); ++d)
+    if (h.attrs.halo_lo[d] > 0 || h.attrs.halo_hi[d] > 0) s.tile_padding[d] = h.attrs.padding[d];
+}
+
 // The step list: one per fusion group (see plan.hpp) or unfused node, in topological order.
 void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const PlanOptions& opt, Plan& p) {
   const int n = static_cast<int>(g.nodes.size());
@@ -49,7 +75,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
     const int r = readers[id][0];
     return g.nodes[r].op == op ? r : -1;
   };
-  std::vector<int> absorbed(n, 0);
+  std::vector<int> absorbed(n, 0), deferred(n, 0);
   p.step_of.assign(n, -1);
   for (const auto& nd : g.nodes) {
     if (nd.id == 0 || absorbed[nd.id]) continue;
@@ -104,6 +130,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
           if (id != nd.id) absorbed[id] = 1;
         if (group.size() > 1) p.fusions.push_back(pattern + ":" + nd.name);
         set_window(s, a);
+        read_halo(g, deferred, nd, s);
         s.out = tail;
         break;
       }
@@ -131,6 +158,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         s.kind = StepKind::max_pool;
         set_window(s, a);
         s.kernel = a.kernel;
+        read_halo(g, deferred, nd, s);
         break;
       case OpKind::upsample_nearest:
         s.kind = StepKind::upsample;
@@ -155,12 +183,16 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         break;
       case OpKind::halo:
         s.kind = StepKind::halo;
+        if (opt.copy_free_halo && deferrable(g, readers, nd)) {
+          s.deferred = s.alias = true;  // the value is the tile: the reader grows what it needs
+          deferred[nd.id] = 1;
+        }
         break;
     }
     // Inputs: for a fused group, the head's inputs plus the residual.
     s.in = nd.inputs;
     if (s.z >= 0) s.in.push_back(s.z);
-    s.shape = shapes[s.out];
+    s.shape = s.deferred ? shapes[nd.inputs[0]] : shapes[s.out];
     p.step_of[s.out] = static_cast<int>(p.steps.size());
     p.steps.push_back(std::move(s));
   }

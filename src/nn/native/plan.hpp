@@ -14,6 +14,9 @@
 //  - slots: the values written by ops with a true out= kernel (add, concat, upsample, real
 //    pad, standalone ReLU) get preallocated slots, reused once every value in them is dead
 //    (a view counts as a user of its source's slot); sizes in bytes for the element size.
+//  - copy-free halos: a halo node whose only reader is a conv or max_pool with the op's own
+//    padding equal to the halo (lo = padding, hi = kernel - stride - padding, kernel - stride
+//    <= 2 padding < kernel: the same output shape on the bare tile) is deferred into it.
 // Convolutions, pooling, BN and halo nodes (nn::apply_halo) write where ATen puts them (no slot). Why: the executor then
 // only materialises weights and buffers and runs the list; the memory plan is checkable here.
 #pragma once
@@ -57,11 +60,20 @@ struct PlanStep {
   int inplace = -1;            // relu / add: the value whose buffer this step overwrites
   int slot = -1;               // slot the output is written to (-1: none or inherited)
   std::vector<int> release;    // values dead after this step (in first-read order)
+  // layer halo, copy-free (PlanOptions::copy_free_halo): a halo step with `deferred` set
+  // makes no grown tensor (its value is the tile itself, an alias); its one reader, a conv or
+  // max_pool step with `halo` = that node, runs on the tile with `tile_padding` (the op's own
+  // padding) and then recomputes the output rows next to each neighbour from small boxes of
+  // the grown tensor (nn::halo_box_into over HaloExchanger::exchange_strips).
+  bool deferred = false;
+  int halo = -1;
+  std::vector<int64_t> tile_padding;
 };
 
 struct PlanOptions {
   bool fuse = true;           // pattern fusions (BN folding is always done)
   int64_t element_bytes = 4;  // bytes per activation element (slot sizes)
+  bool copy_free_halo = true;  // defer halo nodes into their conv / max_pool reader (see PlanStep)
 };
 
 struct Plan {
