@@ -4,7 +4,7 @@
 #   lib/libpnp_*.a          the module libraries (and the small libraries they link)
 #   lib/cmake/pnp/          pnpConfig.cmake, its version file and the exported pnp:: targets
 #   share/pnp/models/       the shipped denoiser weights (when models/ exists)
-#   share/pnp/python/       the inductor backend's exporter (pnp_inductor)
+#   share/pnp/python/       the inductor backend's exporter (pnp_inductor), the peer arm (pnp_peer)
 # so that another CMake project can write
 #   find_package(pnp 0.1 REQUIRED)
 #   target_link_libraries(app PRIVATE pnp::pnp_core pnp::pnp_io)
@@ -110,11 +110,14 @@ install(TARGETS ${_pnp_export_targets} EXPORT pnpTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/pnp" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h")
-# The inductor backend's Python exporter (found there by an installed pnp).
-if(IS_DIRECTORY "${PROJECT_SOURCE_DIR}/python/pnp_inductor")
-  install(DIRECTORY "${PROJECT_SOURCE_DIR}/python/pnp_inductor" DESTINATION ${CMAKE_INSTALL_DATADIR}/pnp/python
-          PATTERN "__pycache__" EXCLUDE)
-endif()
+# pnp's Python helpers, found there by an installed pnp: the inductor backend's exporter and
+# pnp_bench's torch.compile peer arm.
+foreach(helper pnp_inductor pnp_peer)
+  if(IS_DIRECTORY "${PROJECT_SOURCE_DIR}/python/${helper}")
+    install(DIRECTORY "${PROJECT_SOURCE_DIR}/python/${helper}" DESTINATION ${CMAKE_INSTALL_DATADIR}/pnp/python
+            PATTERN "__pycache__" EXCLUDE)
+  endif()
+endforeach()
 if(IS_DIRECTORY "${PROJECT_SOURCE_DIR}/models")
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/models/" DESTINATION ${CMAKE_INSTALL_DATADIR}/pnp/models)
 endif()

@@ -2,14 +2,27 @@
 # Installs every dependency of pnp on a fresh Debian/Ubuntu machine, by package name.
 # Idempotent: when everything is present it only checks, in about a second.
 #   scripts/bootstrap.sh            apt packages + the pinned torch wheel
+#   scripts/bootstrap.sh --with-deepinv
+#                                   also deepinv 0.5.0, the study's peer (pnp_bench's torch_compile
+#                                   arms, python -m pnp_peer), with the torchvision of that torch
 #   PNP_PIP_EXTRA="..."             extra pip packages (the tests add h5py, pytest, ...)
 set -euo pipefail
+with_deepinv=0
+for a in "$@"; do
+  case $a in
+    --with-deepinv) with_deepinv=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "bootstrap: unknown argument $a (see --help)" >&2; exit 2 ;;
+  esac
+done
 
 APT_PACKAGES=(build-essential cmake git pkg-config python3 python3-pip
               libopenmpi-dev openmpi-bin libhdf5-dev libtomlplusplus-dev
               libboost-program-options-dev doctest-dev shellcheck)
 TORCH_PIN="torch==2.11.0"
 PIP_PACKAGES=(h5py numpy pytest matplotlib pyyaml scikit-image)
+# deepinv needs torchvision; this one is the build for torch 2.11.0 (pip keeps the torch pin)
+[ $with_deepinv = 1 ] && PIP_PACKAGES+=("deepinv==0.5.0" "torchvision==0.26.0")
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -29,7 +42,7 @@ pip_missing=()
 $PY -c 'import torch,sys; sys.exit(0 if torch.__version__.split("+")[0]=="2.11.0" else 1)' 2>/dev/null \
   || pip_missing+=("$TORCH_PIN")
 for p in "${PIP_PACKAGES[@]}" ${PNP_PIP_EXTRA:-}; do
-  mod=$p; [ "$p" = pyyaml ] && mod=yaml; [ "$p" = scikit-image ] && mod=skimage
+  mod=${p%%==*}; [ "$p" = pyyaml ] && mod=yaml; [ "$p" = scikit-image ] && mod=skimage
   $PY -c "import ${mod}" 2>/dev/null || pip_missing+=("$p")
 done
 if [ ${#pip_missing[@]} -gt 0 ]; then

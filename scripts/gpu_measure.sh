@@ -24,11 +24,15 @@
 #                                    none, pre, post and fused (uncaptured: MPI) against 1 rank (TF32
 #                                    off), and the input halo on 2 ranks: agreement, per-rank memory
 #   scripts/gpu_measure.sh scaling   pnp_bench --scaling input/study_4096.toml (native, pre)
+#   scripts/gpu_measure.sh peer [CAP] the peer side by side: input/sweep.toml's 2048² rows (3 ch) with
+#                                    eager, native and deepinv under torch.compile (default and
+#                                    max-autotune, CAP s each, default 60); needs deepinv on
+#                                    PYTHONPATH (the device tool: carried wheels)
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -140,8 +144,14 @@ run() {  # name, then --set overrides
       python3 test/gpu/recon_summary.py /tmp/study_*.h5
       python3 test/solver/check_recon.py /tmp/study_ref.h5 --layer=/tmp/study_layer2_{pre,post,fused,none}.h5 "${input2[@]}" ;;
     scaling)
-      "$bin/pnp_bench" --scaling input/study_4096.toml --set compile.mode='"pre"' \
-        --output "$out/scaling_study_4096.h5" --force ;;
+      modes=(); [ -n "${2:-}" ] && modes=(--halo-modes "$2")
+      "$bin/pnp_bench" --scaling input/study_4096.toml --set compile.mode='"pre"' "${modes[@]}" \
+        --output "$out/scaling_study_4096${2:+_$2}.h5" --force ;;
+    peer)
+      sed -e 's/^shapes = .*/shapes = [[2048, 2048]]/' \
+          -e 's/^backends = .*/backends = ["eager", "native", "torch_compile", "torch_compile_max_autotune"]/' \
+          -e "s/^timeout_s = .*/timeout_s = ${2:-60}/" input/sweep.toml >/tmp/sweep_peer.toml
+      "$bin/pnp_bench" /tmp/sweep_peer.toml --output "$out/pnp_bench_peer.h5" --force ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 } 2>&1 | tee "$log"

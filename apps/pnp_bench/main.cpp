@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   try {
     std::string config, output, device;
     bool quick = false, force = false, ceilings = false, scaling = false;
-    std::string ranks_list = "1,2,4,8,16,32,64";
+    std::string ranks_list = "1,2,4,8,16,32,64", modes_list;
     std::vector<std::string> sets;
     ScalingOptions so;
     po::options_description opts("Options");
@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
         "workload on this device, communication from the exact plans through an alpha-beta model); writes "
         "/scaling to --output (default pnp_scaling.h5)")(
         "ranks", po::value<std::string>(&ranks_list), "with --scaling: rank counts, comma-separated")(
+        "halo-modes", po::value<std::string>(&modes_list), "with --scaling: input, layer or input,layer (default)")(
         "set", po::value<std::vector<std::string>>(&sets), "with --scaling: override a configuration key (section.key=value)")(
         "timed", po::value<int>(&so.timed), "with --scaling: timed calls per measured workload (median)")(
         "gpus-per-node", po::value<int>(&so.link.gpus_per_node), "with --scaling: GPUs per node (8)")(
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
     if (vm.count("help")) {
       std::cout << "pnp_bench CONFIG.toml [--quick] [--output FILE] [--force]\n"
                    "pnp_bench --ceilings [--device cuda] [--quick] [--output FILE] [--force]\n"
-                   "pnp_bench --scaling RECON.toml [--ranks 1,2,4,...] [--set k=v]... [--output FILE] [--force]\n\n"
+                   "pnp_bench --scaling RECON.toml [--ranks 1,2,4,...] [--halo-modes input,layer] [--set k=v]...\n"
+                   "          [--output FILE] [--force]\n\n"
                    "The denoiser sweep: architecture x shape x backend, timed (warm-up calls, then timed calls\n"
                    "each synchronised and timed with device events; stable = mean of the last ones), with\n"
                    "roofline counts, one HDF5 row per configuration (docs/output_schema.md, /results).\n"
@@ -75,6 +77,15 @@ int main(int argc, char** argv) {
         so.ranks.push_back(r);
       }
       if (so.ranks.empty() || so.ranks.front() != 1) so.ranks.insert(so.ranks.begin(), 1);  // T(1) for the efficiency
+      if (!modes_list.empty()) {
+        so.modes.clear();
+        std::stringstream ml(modes_list);
+        for (std::string tok; std::getline(ml, tok, ',');) {
+          if (tok != "input" && tok != "layer")
+            throw InputError("--halo-modes: expected input, layer or input,layer, got '" + modes_list + "'");
+          so.modes.push_back(tok);
+        }
+      }
       const Config cfg = load_config(config, sets);
       if (output.empty()) output = "pnp_scaling.h5";
       io::check_output_path(output, force);

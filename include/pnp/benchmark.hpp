@@ -51,6 +51,10 @@ struct SweepConfig {
   // starts ($PNP_INDUCTOR_MODE and $PNP_CACHE_DIR, when set, override mode and cache_dir).
   nn::InductorOptions inductor;
   int64_t compile_jobs = 4;
+  // [torch_compile]: the peer arms (backends "torch_compile" and "torch_compile_max_autotune":
+  // deepinv's own module under torch.compile, python -m pnp_peer): the time cap of one row's
+  // subprocess, compile and timing together; a row that hits it is skipped with that reason.
+  double torch_compile_timeout_s = 600;
   std::map<std::string, ModelOverride> models;
   std::string output = "pnp_bench.h5";
   bool force = false;
@@ -67,7 +71,7 @@ struct Row {
   std::string architecture;
   int64_t dim = 2;
   std::string shape;    // "1x3x512x512"
-  std::string backend;  // eager, native, inductor, ...
+  std::string backend;  // eager, native, inductor, torch_compile, torch_compile_max_autotune
   std::string mode;     // none (eager) or pre (a compiled denoiser for one shape)
   std::string gpu;      // device name ("NVIDIA H200", "cpu")
   std::string status = "ok";  // ok or skipped
@@ -79,6 +83,8 @@ struct Row {
   double export_s = std::numeric_limits<double>::quiet_NaN();
   double stable_s = std::numeric_limits<double>::quiet_NaN();
   int64_t peak_memory_bytes = 0;
+  bool cuda_graph = false;  // the arm replays a CUDA graph (native with cuda_graph; torch.compile max-autotune)
+  std::string module;       // torch_compile arms: the peer's module and versions
   double flops = 0, bytes = 0, intensity = 0;  // roofline, study conventions
   bool failed = false;  // skipped because of an error other than out-of-memory / unavailable
 };

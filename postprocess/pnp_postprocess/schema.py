@@ -80,10 +80,11 @@ BENCH_COLUMNS = {
     "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",
     "gpu": "str", "status": "str", "reason": "str", "first_call_s": "float",
     "compile_s": "float", "export_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
-    "flops": "float", "bytes": "float", "intensity": "float",
+    "flops": "float", "bytes": "float", "intensity": "float", "cuda_graph": "int", "module": "str",
 }
-BENCH_OPTIONAL = ("export_s",)
-"""Columns that files written before they existed lack (pnp_bench before 2026-12-01); read as NaN."""
+BENCH_OPTIONAL = ("export_s", "cuda_graph", "module")
+"""Columns that files written before they existed lack (pnp_bench before 2026-12-01, and before
+the torch_compile arms for the last two); read as NaN."""
 
 REGIONS = {
     "region_gradient": ("forward_projection", "allreduce", "backprojection", "step"),

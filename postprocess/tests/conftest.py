@@ -164,6 +164,7 @@ def bench_rows(gpu, speed=1.0, skip=(), seed=0) -> list[dict]:
                     "export_s": math.nan,
                     "stable_s": math.nan if skipped else t,
                     "peak_memory_bytes": 0 if skipped else int(nbytes * 0.3),
+                    "cuda_graph": int(backend == "native" and not skipped), "module": "",
                     "flops": flops, "bytes": nbytes, "intensity": intensity})
     return rows
 
@@ -174,10 +175,10 @@ def write_bench(path, rows, *, gpu=H100, mode="pre", backend="native") -> Path:
     kinds = {"architecture": STR, "dim": np.int64, "shape": STR, "backend": STR, "mode": STR,
              "gpu": STR, "status": STR, "reason": STR, "first_call_s": np.float64,
              "compile_s": np.float64, "export_s": np.float64, "stable_s": np.float64,
-             "peak_memory_bytes": np.int64,
+             "peak_memory_bytes": np.int64, "cuda_graph": np.int64, "module": STR,
              "flops": np.float64, "bytes": np.float64, "intensity": np.float64}
     units = {"first_call_s": "s", "compile_s": "s", "export_s": "s", "stable_s": "s", "peak_memory_bytes": "B",
-             "flops": "FLOP", "bytes": "B", "intensity": "FLOP/B", "dim": "1"}
+             "flops": "FLOP", "bytes": "B", "intensity": "FLOP/B", "dim": "1", "cuda_graph": "1"}
     with h5py.File(path, "w") as f:
         _root_attrs(f, "pnp_bench", 1, gpu, mode, backend, "dncnn,drunet,unet",
                     '[denoiser]\narchitectures = ["dncnn", "drunet", "unet"]\n')

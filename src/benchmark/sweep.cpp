@@ -56,7 +56,7 @@ void free_device_cache(at::Device d) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-nn::Graph sweep_graph(const SweepConfig& c, const std::string& arch, const std::vector<int64_t>& spatial) {
+nn::DenoiserSpec sweep_spec(const SweepConfig& c, const std::string& arch, const std::vector<int64_t>& spatial) {
   nn::DenoiserSpec spec;
   spec.architecture = arch;
   spec.dim = static_cast<int>(spatial.size());
@@ -65,7 +65,11 @@ nn::Graph sweep_graph(const SweepConfig& c, const std::string& arch, const std::
     spec.features = it->second.features;
     spec.blocks = it->second.blocks;
   }
-  return nn::build(spec);
+  return spec;
+}
+
+nn::Graph sweep_graph(const SweepConfig& c, const std::string& arch, const std::vector<int64_t>& spatial) {
+  return nn::build(sweep_spec(c, arch, spatial));
 }
 
 std::vector<int64_t> sweep_shape(const SweepConfig& c, const std::vector<int64_t>& spatial) {
@@ -180,11 +184,31 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
         r.flops = counts.flops_study;
         r.bytes = counts.bytes_study;
         r.intensity = counts.intensity_study();
-        if (backend != "eager" && backend != "native" && !(backend == "inductor" && inductor_here)) {
+        const bool peer = backend == "torch_compile" || backend == "torch_compile_max_autotune";
+        if (backend != "eager" && backend != "native" && !peer && !(backend == "inductor" && inductor_here)) {
           r.status = "skipped";
           r.reason = backend == "inductor"
                          ? "backend 'inductor' runs on CUDA in pnp_bench (on the CPU set PNP_BENCH_INDUCTOR_CPU=1)"
-                         : "unknown backend '" + backend + "' (available: eager, native, inductor)";
+                         : "unknown backend '" + backend +
+                               "' (available: eager, native, inductor, torch_compile, torch_compile_max_autotune)";
+        } else if (peer) {
+          if (!weights) weights = nn::init_weights(g, static_cast<uint64_t>(c.seed));
+          free_device_cache(device);
+          nn::PeerOptions po;
+          po.mode = backend == "torch_compile" ? "default" : "max-autotune";
+          po.warmup = static_cast<int>(c.warmup), po.timed = static_cast<int>(c.timed), po.stable = static_cast<int>(c.stable);
+          po.sigma = c.sigma, po.seed = c.seed, po.timeout_s = c.torch_compile_timeout_s;
+          const nn::PeerResult p = nn::run_torch_compile_peer(sweep_spec(c, arch, spatial), g, *weights, device, dtype,
+                                                              shape, po, inductor_options(c));
+          r.module = p.module;
+          if (p.ok) {
+            r.first_call_s = p.first_call_s, r.compile_s = p.compile_s, r.stable_s = p.stable_s;
+            r.peak_memory_bytes = p.peak_memory_bytes, r.cuda_graph = p.cuda_graphs;
+          } else {
+            r.status = "skipped";
+            r.reason = p.reason;
+            r.failed = !p.timed_out && p.reason.find("not installed") == std::string::npos;
+          }
         } else {
           if (!weights) {
             weights = nn::init_weights(g, static_cast<uint64_t>(c.seed));
@@ -217,6 +241,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
             } else {
               auto n = nn::make_native(g, *weights, device, dtype, shape, c.native);
               r.compile_s = n->compile_seconds();
+              r.cuda_graph = n->graph_captured();
               ex = std::move(n);
             }
             y = ex->forward(x, c.sigma);
@@ -301,6 +326,10 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
           "mean of the last timed calls, each timed with device events (host clock on CPU); NaN when skipped");
   col("peak_memory_bytes", [](const Row& r) { return r.peak_memory_bytes; }, "B",
        "peak device memory allocated during the configuration (0 on CPU or when skipped)");
+  col("cuda_graph", [](const Row& r) { return int64_t{r.cuda_graph}; }, "1",
+      "1 when the arm replays a CUDA graph (native with cuda_graph; torch.compile max-autotune on CUDA), else 0");
+  col("module", [](const Row& r) { return r.module; }, "",
+      "torch_compile arms: the peer's module and versions (deepinv.models.*); empty for pnp's arms");
   col("flops", [](const Row& r) { return r.flops; }, "FLOP", "roofline FLOPs per call, study conventions");
   col("bytes", [](const Row& r) { return r.bytes; }, "B", "roofline bytes per call, study conventions");
   col("intensity", [](const Row& r) { return r.intensity; }, "FLOP/B", "flops / bytes");

@@ -136,6 +136,11 @@ SweepConfig parse_sweep(const std::string& text, const std::string& source) {
            }},
           {"compile_jobs", [&](const toml::node& v, const std::string& k) { s.compile_jobs = get_int(c, v, k, 1, 256); }}});
   };
+  sections["torch_compile"] = [&](const toml::node& n, const std::string& key) {
+    if (!n.is_table()) c.bad(n, key, "must be a table");
+    walk(c, *n.as_table(), "torch_compile",
+         {{"timeout_s", [&](const toml::node& v, const std::string& k) { s.torch_compile_timeout_s = get_float(c, v, k, 1.0, 1e6); }}});
+  };
   sections["output"] = [&](const toml::node& n, const std::string& key) {
     if (!n.is_table()) c.bad(n, key, "must be a table");
     walk(c, *n.as_table(), "output",
@@ -200,7 +205,8 @@ std::string SweepConfig::to_toml() const {
      << "\nfuse = " << tf(native.fuse) << "\nautotune = " << tf(native.autotune) << "\ncuda_graph = "
      << tf(native.cuda_graph) << "\nwarmup_calls = " << native.warmup_calls
      << "\ncudnn_fused_bf16 = " << tf(native.cudnn_fused_bf16) << "\n\n[inductor]\nmode = \"" << inductor.mode
-     << "\"\ncache_dir = \"" << inductor.cache_dir << "\"\ncompile_jobs = " << compile_jobs << "\n";
+     << "\"\ncache_dir = \"" << inductor.cache_dir << "\"\ncompile_jobs = " << compile_jobs
+     << "\n\n[torch_compile]\ntimeout_s = " << torch_compile_timeout_s << "\n";
   for (const auto& [a, m] : models) {
     os << "\n[models." << a << "]\n";
     if (!m.features.empty()) os << "features = " << toml_ints(m.features) << "\n";

@@ -150,7 +150,9 @@ Graph build_drunet(int dim, int in_channels, int out_channels, std::vector<int64
     h = conv(g, m + "." + std::to_string(nb), h, nc[lvl], nc[lvl + 1], 2, 2, 0, false);
     skips.push_back(h);
   }
-  for (int i = 0; i < nb; ++i) h = res_block(g, "m_body." + std::to_string(i), h, nc[3]);
+  // deepinv's B.sequential returns a lone module unwrapped: with nb = 1 the body is "m_body"
+  // itself (m_body.res.0.weight), not "m_body.0" (the other stages hold 2 modules or more)
+  for (int i = 0; i < nb; ++i) h = res_block(g, nb == 1 ? "m_body" : "m_body." + std::to_string(i), h, nc[3]);
   for (int lvl = 3; lvl >= 1; --lvl) {
     const std::string m = "m_up" + std::to_string(lvl);
     h = add(g, m + ".skip", h, skips[lvl]);

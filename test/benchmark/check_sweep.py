@@ -12,6 +12,7 @@ COLUMNS = {
     "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",
     "gpu": "str", "status": "str", "reason": "str", "first_call_s": "float",
     "compile_s": "float", "export_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
+    "cuda_graph": "int", "module": "str",
     "flops": "float", "bytes": "float", "intensity": "float",
 }
 ROOT_ATTRS = ["program", "version", "git_commit", "date", "host", "ranks", "gpu_names",

@@ -22,7 +22,8 @@ TEST_CASE("input/sweep.toml is the study's grid") {
   CHECK(c.batch == 1);
   CHECK(c.shapes == std::vector<std::vector<int64_t>>{{512, 512}, {1024, 1024}, {2048, 2048}, {128, 128, 128},
                                                       {8, 512, 512}, {16, 512, 512}});
-  CHECK(c.backends == std::vector<std::string>{"eager", "native", "inductor"});
+  CHECK(c.backends == std::vector<std::string>{"eager", "native", "inductor", "torch_compile", "torch_compile_max_autotune"});
+  CHECK(c.torch_compile_timeout_s == 300);
   CHECK(c.inductor.mode == "max-autotune");
   CHECK(c.compile_jobs == 18);
   CHECK(c.warmup == 5);

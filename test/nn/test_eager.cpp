@@ -68,7 +68,7 @@ TEST_CASE("eager DRUNet equals hand-written ATen calls, with padding") {
   at::Tensor x2 = at::conv2d(res(x1, "m_down1.0"), W(w, "m_down1.1.weight"), at::Tensor(), std::vector<int64_t>{2, 2}, std::vector<int64_t>{0, 0});
   at::Tensor x3 = at::conv2d(res(x2, "m_down2.0"), W(w, "m_down2.1.weight"), at::Tensor(), std::vector<int64_t>{2, 2}, std::vector<int64_t>{0, 0});
   at::Tensor x4 = at::conv2d(res(x3, "m_down3.0"), W(w, "m_down3.1.weight"), at::Tensor(), std::vector<int64_t>{2, 2}, std::vector<int64_t>{0, 0});
-  at::Tensor t = res(x4, "m_body.0");
+  at::Tensor t = res(x4, "m_body");  // deepinv's name of a lone body block (nb = 1)
   t = res(at::conv_transpose2d(t + x4, W(w, "m_up3.0.weight"), at::Tensor(), {2, 2}), "m_up3.1");
   t = res(at::conv_transpose2d(t + x3, W(w, "m_up2.0.weight"), at::Tensor(), {2, 2}), "m_up2.1");
   t = res(at::conv_transpose2d(t + x2, W(w, "m_up1.0.weight"), at::Tensor(), {2, 2}), "m_up1.1");

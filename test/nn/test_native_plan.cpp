@@ -251,7 +251,7 @@ TEST_CASE("native plan: DnCNN, DRUNet and UNet get their fusion groups") {
     Plan p = plan_for(g, {1, 3, 13, 10});
     CHECK(p.fusions.size() == 14);
     CHECK(p.uses_sigma);
-    for (std::string b : {"m_down1.0", "m_down2.0", "m_down3.0", "m_body.0", "m_up3.1", "m_up2.1", "m_up1.1"}) {
+    for (std::string b : {"m_down1.0", "m_down2.0", "m_down3.0", "m_body", "m_up3.1", "m_up2.1", "m_up1.1"}) {
       CAPTURE(b);
       // ResBlock x + conv(relu(conv(x))): conv+relu, then conv+add with the block input as z.
       CHECK(has(p.fusions, "conv+relu:" + b + ".res.0"));
@@ -409,8 +409,16 @@ TEST_CASE("native plan: copy-free halos are deferred into their one conv or max_
     const Graph g = with_layer_halos(g0, {{true, true, true}, {false, false, false}});
     const std::vector<int64_t> shape{1, 1, 16, 24};
     const auto shapes = infer_shapes(g, shape);
-    const Plan p = native::make_plan(g, shapes, {true, 4, true});
-    const Plan q = native::make_plan(g, shapes, {true, 4, false});
+    const Plan p = native::make_plan(g, shapes, {true, 4, true, 0});
+    const Plan q = native::make_plan(g, shapes, {true, 4, false, 0});
+    // a threshold of just over half the 1-channel input tile's bytes per side (2 sides): halos
+    // of 1-channel values grow a copy, those of wider values stay copy-free
+    const Plan big = native::make_plan(g, shapes, {true, 4, true, 16 * 24 * 4 / 2 + 1});
+    for (const PlanStep& s : big.steps)
+      if (s.kind == StepKind::halo) {
+        const auto& in = shapes[g.nodes[static_cast<size_t>(s.head)].inputs[0]];
+        CHECK(s.deferred == (in[1] * in[2] * in[3] * 4 >= 2 * (16 * 24 * 4 / 2 + 1)));
+      }
     int halos = 0, deferred = 0;
     for (size_t i = 0; i < p.steps.size(); ++i) {
       const PlanStep& s = p.steps[i];

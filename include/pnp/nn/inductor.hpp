@@ -28,11 +28,13 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "pnp/nn/executor.hpp"
+#include "pnp/nn/models.hpp"
 
 namespace pnp::nn {
 
@@ -93,5 +95,43 @@ std::string probe_inductor(const InductorOptions& opt = {});
 // The interpreter and exporter directory that make_inductor would use.
 std::string inductor_python(const InductorOptions& opt);
 std::string inductor_python_path(const InductorOptions& opt);
+
+// pnp's Python helpers (python/: pnp_inductor, and pnp_peer, the torch.compile arm of
+// pnp_bench) as a subprocess: `python -m module args...` with the interpreter and directory
+// above (PYTHONPATH prefixed), stdout and stderr to `log`. With timeout_s > 0 the child runs in
+// its own process group, which is killed (SIGKILL) when the time is up (torch.compile's
+// compile workers with it). Throws Error when the interpreter cannot be started at all.
+struct PythonRun {
+  int status = 0;          // exit status; 128 + signal when killed
+  bool timed_out = false;  // killed at timeout_s
+  double seconds = 0;      // wall time
+};
+PythonRun run_python_module(const InductorOptions& opt, const std::string& module, const std::vector<std::string>& args,
+                            const std::filesystem::path& log, double timeout_s = 0);
+
+// The study's peer: deepinv 0.5's own module for `spec` (deepinv.models.DRUNet / DnCNN / UNet)
+// with the weights `w`, under torch.compile(mode), timed by `python -m pnp_peer` with
+// pnp_bench's protocol (python/pnp_peer/__main__.py) on `device` in `dtype`. A run that exceeds
+// timeout_s is killed and reported (ok = false, timed_out = true); every other failure is a
+// reason too (deepinv not installed, weights that do not fit, a wrong result), never an exception.
+struct PeerOptions {
+  std::string mode = "default";  // torch.compile mode: "default", "max-autotune", "reduce-overhead"
+  int warmup = 5, timed = 10, stable = 5;
+  double sigma = 0.1;
+  int64_t seed = 0;
+  double timeout_s = 600;
+  std::string work_dir;  // where the weights file and the log go (empty: the temporary directory)
+};
+struct PeerResult {
+  bool ok = false, timed_out = false;
+  std::string reason;  // why not ok
+  std::string module;  // e.g. "deepinv.models.DRUNet (deepinv 0.5.0, torch 2.11.0+cu130)"
+  double first_call_s = 0, compile_s = 0, stable_s = 0, error_vs_eager = 0, seconds = 0;
+  int64_t peak_memory_bytes = 0;
+  bool cuda_graphs = false;  // the compiled module replays CUDA graphs (max-autotune, reduce-overhead on CUDA)
+};
+PeerResult run_torch_compile_peer(const DenoiserSpec& spec, const Graph& g, const Weights& w, at::Device device,
+                                  at::ScalarType dtype, const std::vector<int64_t>& shape, const PeerOptions& peer,
+                                  const InductorOptions& python = {});
 
 }  // namespace pnp::nn

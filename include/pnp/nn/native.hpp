@@ -62,9 +62,12 @@ struct NativeOptions {
   HaloExchanger* exchanger = nullptr;
   // Halo nodes deferred into their conv / max_pool: the op on the bare tile, then the rows
   // next to each neighbour recomputed (native/plan.hpp). Off: every halo node grows a copy of
-  // its tile (nn::apply_halo), as the eager executor does. DRUNet 4096² on 2 slabs of an H200
-  // cost 169.7 ms per call with the copies against an ideal half of 145.2 ms (2026-12-01).
+  // its tile (nn::apply_halo), as the eager executor does. Copy-free only where the tile holds
+  // copy_free_min_bytes per neighbour side (0: everywhere). DRUNet 4096², one H200, one rank's
+  // call with halos filled locally (docs/layer-halo.md): 2 slabs 169.7 ms with copies, 142.7 ms
+  // copy-free everywhere; 64 slabs 6.4 ms with copies, 15.8 ms copy-free everywhere.
   bool copy_free_halo = true;
+  int64_t copy_free_min_bytes = int64_t{128} << 20;
 };
 
 class NativeExecutor : public Executor {

@@ -47,10 +47,10 @@ std::string read_tail(const fs::path& p, size_t n) {
   return s.size() > n ? "..." + s.substr(s.size() - n) : s;
 }
 
-// Runs argv with PYTHONPATH prefixed, stdout+stderr to `log`; returns the exit status (or throws
-// when the interpreter cannot be started at all).
-int run_python(const std::string& python, const std::string& pypath, std::vector<std::string> args,
-               const fs::path& log) {
+// Runs `python -m module args...` with PYTHONPATH prefixed, stdout+stderr to `log` (see
+// run_python_module).
+PythonRun spawn_python(const std::string& python, const std::string& pypath, const std::string& module,
+                       std::vector<std::string> args, const fs::path& log, double timeout_s) {
   std::vector<std::string> env_s;
   std::string pp = "PYTHONPATH=" + pypath;
   for (char** e = environ; *e; ++e) {
@@ -64,7 +64,7 @@ int run_python(const std::string& python, const std::string& pypath, std::vector
   std::vector<char*> envp;
   for (auto& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);
-  args.insert(args.begin(), {python, "-m", "pnp_inductor"});
+  args.insert(args.begin(), {python, "-m", module});
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -74,19 +74,64 @@ int run_python(const std::string& python, const std::string& pypath, std::vector
   posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   posix_spawn_file_actions_addclose(&fa, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, python.c_str(), &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0)
-    throw Error("inductor backend: cannot start the Python interpreter '" + python + "' (" + std::strerror(rc) +
-                "). The inductor backend needs Python 3 with torch==" + TORCH_VERSION +
-                " (python3 -m pip install torch==" + TORCH_VERSION +
-                "); set PNP_PYTHON to its interpreter, or use compile.backend = \"native\".");
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (timeout_s > 0) {  // its own process group, so that the whole group can be killed
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  pid_t pid = 0;
+  const auto t0 = Clock::now();
+  const int rc = posix_spawnp(&pid, python.c_str(), &fa, &attr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    throw Error("cannot start the Python interpreter '" + python + "' (" + std::strerror(rc) +
+                "). pnp's Python helpers need Python 3 with torch==" + TORCH_VERSION +
+                " (python3 -m pip install torch==" + TORCH_VERSION + "); set PNP_PYTHON to its interpreter.");
+  PythonRun r;
+  int status = 0;
+  for (;;) {
+    const pid_t w = waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) break;
+    if (timeout_s > 0 && since(t0) > timeout_s) {
+      killpg(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      r.timed_out = true;
+      break;
+    }
+    if (timeout_s > 0) usleep(50000);
+  }
+  r.seconds = since(t0);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return r;
+}
+
+std::string last_json_line(const std::string& text) {
+  std::istringstream ss(text);
+  std::string line, json;
+  while (std::getline(ss, line))
+    if (!line.empty() && line[0] == '{') json = line;
+  return json;
+}
+
+std::string json_field(const std::string& json, const std::string& k) {
+  auto p = json.find("\"" + k + "\": ");
+  if (p == std::string::npos) return "?";
+  p += k.size() + 4;
+  if (json[p] == '"') return json.substr(p + 1, json.find('"', p + 1) - p - 1);
+  return json.substr(p, json.find_first_of(",}", p) - p);
+}
+
+int run_python(const std::string& python, const std::string& pypath, std::vector<std::string> args,
+               const fs::path& log) {
+  try {
+    return spawn_python(python, pypath, "pnp_inductor", std::move(args), log, 0).status;
+  } catch (const Error& e) {
+    throw Error(std::string("inductor backend: ") + e.what() + " Or use compile.backend = \"native\".");
+  }
 }
 
 // A clear message for an exporter exit status.
@@ -183,25 +228,21 @@ std::string inductor_python_path(const InductorOptions& opt) {
   return "python";
 }
 
+PythonRun run_python_module(const InductorOptions& opt, const std::string& module, const std::vector<std::string>& args,
+                            const fs::path& log, double timeout_s) {
+  return spawn_python(inductor_python(opt), inductor_python_path(opt), module, args, log, timeout_s);
+}
+
 std::string probe_inductor(const InductorOptions& opt) {
   const std::string python = inductor_python(opt), pypath = inductor_python_path(opt);
   const fs::path log = fs::temp_directory_path() / ("pnp_inductor_probe." + std::to_string(getpid()) + ".log");
   const int rc = run_python(python, pypath, {"--probe", "--expect-torch", TORCH_VERSION}, log);
   if (rc != 0) exporter_failed(rc, python, pypath, log, "probing Python");
-  std::string out = read_tail(log, 100000), line;
+  const std::string out = read_tail(log, 100000);
   std::error_code ec;
   fs::remove(log, ec);
-  std::istringstream ss(out);
-  std::string json;
-  while (std::getline(ss, line))
-    if (!line.empty() && line[0] == '{') json = line;
-  auto field = [&](const std::string& k) {
-    auto p = json.find("\"" + k + "\": ");
-    if (p == std::string::npos) return std::string("?");
-    p += k.size() + 4;
-    if (json[p] == '"') return json.substr(p + 1, json.find('"', p + 1) - p - 1);
-    return json.substr(p, json.find_first_of(",}", p) - p);
-  };
+  const std::string json = last_json_line(out);
+  auto field = [&](const std::string& k) { return json_field(json, k); };
   return python + " (" + field("python") + "): torch " + field("torch") + ", CUDA " + field("cuda") +
          ", exporter in " + pypath;
 }

@@ -28,6 +28,10 @@ std::string read_tail(const std::filesystem::path& p, size_t n = 3000);
 // returns the exit status (throws when the interpreter cannot be started at all).
 int run_python(const std::string& python, const std::string& pypath, std::vector<std::string> args,
                const std::filesystem::path& log);
+// The last line of `text` that starts with '{' (the one-line JSON a helper prints), and one
+// top-level field of such a line as text ("?" when absent; strings without their quotes).
+std::string last_json_line(const std::string& text);
+std::string json_field(const std::string& json, const std::string& key);
 // Throws Error with a clear reason for an exporter exit status.
 [[noreturn]] void exporter_failed(int rc, const std::string& python, const std::string& pypath,
                                   const std::filesystem::path& log, const std::string& what);

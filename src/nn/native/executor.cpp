@@ -75,7 +75,8 @@ class NativeImpl final : public NativeExecutor {
     cl_ = opt.channels_last;
     c10::DeviceGuard guard(device_);
     at::NoGradGuard no_grad;
-    plan_ = native::make_plan(g, shapes_, {opt.fuse, static_cast<int64_t>(at::elementSize(dtype)), opt.copy_free_halo});
+    plan_ = native::make_plan(g, shapes_, {opt.fuse, static_cast<int64_t>(at::elementSize(dtype)), opt.copy_free_halo,
+                                              opt.copy_free_min_bytes});
     int deferred = 0, halos = 0;
     for (const auto& st : plan_.steps)
       if (st.kind == StepKind::halo) ++halos, deferred += st.deferred ? 1 : 0;

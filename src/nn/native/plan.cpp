@@ -52,6 +52,13 @@ bool deferrable(const Graph& g, const std::vector<std::vector<int>>& readers, co
   return true;
 }
 
+int64_t neighbour_sides(const Attrs& a) {
+  int64_t n = 0;
+  for (size_t d = 0; d < a.halo_lo.size(); ++d)
+    n += (a.halo_peer_lo[d] && a.halo_lo[d] > 0 ? 1 : 0) + (a.halo_peer_hi[d] && a.halo_hi[d] > 0 ? 1 : 0);
+  return n;
+}
+
 // A conv / max_pool step reading a deferred halo: which, and its padding on the bare tile (the
 // halo's axes get back the op's own padding, which the halo pass had set to 0).
 void read_halo(const Graph& g, const std::vector<int>& deferred, const Node& nd, PlanStep& s) {
@@ -183,7 +190,8 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         break;
       case OpKind::halo:
         s.kind = StepKind::halo;
-        if (opt.copy_free_halo && deferrable(g, readers, nd)) {
+        if (opt.copy_free_halo && deferrable(g, readers, nd) &&
+            numel_of(shapes[nd.inputs[0]]) * opt.element_bytes >= opt.copy_free_min_bytes * neighbour_sides(a)) {
           s.deferred = s.alias = true;  // the value is the tile: the reader grows what it needs
           deferred[nd.id] = 1;
         }

@@ -16,7 +16,9 @@
 //    (a view counts as a user of its source's slot); sizes in bytes for the element size.
 //  - copy-free halos: a halo node whose only reader is a conv or max_pool with the op's own
 //    padding equal to the halo (lo = padding, hi = kernel - stride - padding, kernel - stride
-//    <= 2 padding < kernel: the same output shape on the bare tile) is deferred into it.
+//    <= 2 padding < kernel: the same output shape on the bare tile) is deferred into it when
+//    its tile holds at least copy_free_min_bytes per neighbour side. Ranks may decide
+//    differently: both ways send the same messages in the same order.
 // Convolutions, pooling, BN and halo nodes (nn::apply_halo) write where ATen puts them (no slot). Why: the executor then
 // only materialises weights and buffers and runs the list; the memory plan is checkable here.
 #pragma once
@@ -74,6 +76,9 @@ struct PlanOptions {
   bool fuse = true;           // pattern fusions (BN folding is always done)
   int64_t element_bytes = 4;  // bytes per activation element (slot sizes)
   bool copy_free_halo = true;  // defer halo nodes into their conv / max_pool reader (see PlanStep)
+  // ... only where the tile's bytes reach this per neighbour side: below it the boxes' fixed
+  // cost (about ten small kernels per side) exceeds the copy's (0: always).
+  int64_t copy_free_min_bytes = int64_t{128} << 20;
 };
 
 struct Plan {
