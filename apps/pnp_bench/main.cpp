@@ -59,7 +59,11 @@ int main(int argc, char** argv) {
                    "device dtype sigma seed; [native] channels_last fuse autotune cuda_graph warmup_calls\n"
                    "cudnn_fused_bf16; [inductor] mode cache_dir compile_jobs (packages compiled in parallel\n"
                    "before timing; $PNP_INDUCTOR_MODE / $PNP_CACHE_DIR override);\n"
-                   "[models.<arch>] features blocks; [output] file force. Example: input/sweep.toml.\n\n"
+                   "[models.<arch>] features blocks; [torch_compile] timeout_s; [output] file force.\n"
+                   "Backends: eager, native, inductor, and the peer: torch_compile and torch_compile_max_autotune\n"
+                   "(deepinv 0.5's own module with the same weights under torch.compile, timed the same way by\n"
+                   "python -m pnp_peer; a row over torch_compile.timeout_s is recorded as skipped, 'time cap').\n"
+                   "Example: input/sweep.toml (all five arms).\n\n"
                 << opts;
       return 0;
     }
