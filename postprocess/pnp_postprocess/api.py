@@ -39,6 +39,8 @@ FIGURES = {
         FigureSpec("denoiser-speedup", "pnp_bench", tables.denoiser_speedup,
                    figures.plot_denoiser_speedup,
                    "denoiser compile speedup per shape, architecture and GPU (pnp_bench)"),
+        FigureSpec("peer-speedup", "pnp_bench", tables.peer_speedup, figures.plot_peer_speedup,
+                   "pnp native against the better torch.compile arm (deepinv), speed-up and compile time"),
         FigureSpec("roofline", "pnp_bench", tables.roofline, figures.plot_roofline,
                    "arithmetic intensity vs compile speedup with the GPU ridge point (pnp_bench)"),
         FigureSpec("scaling", "pnp_bench --scaling", scaling.scaling_table, scaling.plot_scaling,

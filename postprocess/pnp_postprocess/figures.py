@@ -301,6 +301,44 @@ def plot_denoiser_speedup(rows: list[dict]):
     return fig
 
 
+def plot_peer_speedup(rows: list[dict], target: float = 1.2):
+    """The study's comparison: pnp native's speed-up over the better torch.compile arm (left,
+    per shape and architecture, with the 1.2x target), and both compile times (right, log)."""
+    fig, (ax, cx) = _figure(2)
+    pos, shapes = _shape_positions(rows)
+    archs = sorted({r["architecture"] for r in rows})
+    width = 0.8 / max(len(archs), 1)
+    for i, a in enumerate(archs):
+        rs = [r for r in rows if r["architecture"] == a]
+        xs = [pos[(r["dim"], r["shape"])] + (i - (len(archs) - 1) / 2) * width for r in rs]
+        ax.bar(xs, [r["speedup"] for r in rs], width, color=ARCH_COLORS.get(a, "grey"), label=a)
+        for x, r in zip(xs, rs):
+            ax.text(x, r["speedup"], f"{r['speedup']:.2f}", ha="center", va="bottom", fontsize=7)
+        cx.scatter(xs, [r["native_compile_s"] for r in rs], color=ARCH_COLORS.get(a, "grey"), marker="o")
+        cx.scatter(xs, [r["peer_compile_s"] for r in rs], color=ARCH_COLORS.get(a, "grey"), marker="x")
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.axhline(target, color="black", linewidth=0.8, linestyle=":", label=f"target {target:g}x")
+    for a_ in (ax, cx):
+        a_.set_xticks(range(len(shapes)), [shape_label(s) for _, s in shapes])
+        a_.set_xlim(-0.5, len(shapes) - 0.5)
+        a_.set_xlabel("input shape")
+    ax.set_ylabel("stable: better torch.compile arm / pnp native")
+    ax.set_title("pnp native against deepinv under torch.compile", fontsize=10)
+    ax.legend(fontsize=8, loc="best")
+    cx.set_yscale("log")
+    cx.set_ylabel("compile [s]")
+    cx.set_title("compile time: o pnp native, x torch.compile (its better arm)", fontsize=10)
+    capped = [f"{r['architecture']} {shape_label(r['shape'])}: {r['peer_capped']}" for r in rows if r["peer_capped"]]
+    if capped:
+        fig.text(0.01, 0.01, "torch.compile arms cut off by their time cap: " + "; ".join(capped), fontsize=7)
+    cx.yaxis.set_major_formatter(_plain_log_formatter())
+    cx.yaxis.set_minor_formatter(_plain_log_formatter(minor=True))
+    cx.grid(axis="y", which="both", alpha=0.25)
+    if not rows:
+        ax.text(0.5, 0.5, "no rows with native and a torch.compile arm", ha="center", transform=ax.transAxes)
+    return fig
+
+
 def plot_roofline(rows: list[dict]):
     """Speedup (log y) against arithmetic intensity (log x), one panel per GPU, with the GPU's
     ridge point as a vertical line. Filled markers: native; hollow: other backends."""

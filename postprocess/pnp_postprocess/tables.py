@@ -194,6 +194,44 @@ def denoiser_speedup(files: list[BenchFile]) -> list[dict]:
     return rows
 
 
+PEER_BACKENDS = ("torch_compile", "torch_compile_max_autotune")
+"""The sweep's peer arms: deepinv's own modules under torch.compile (default, max-autotune)."""
+
+
+def peer_speedup(files: list[BenchFile]) -> list[dict]:
+    """The study's comparison: per (GPU, architecture, shape), pnp native's stable time against
+    the better of the torch.compile arms that finished, with both compile times. A peer arm that
+    was cut off by its time cap is named in ``peer_capped``."""
+    groups = defaultdict(lambda: defaultdict(list))
+    capped = defaultdict(list)
+    for bf in files:
+        for r in bf.rows:
+            k = (r["gpu"], r["architecture"], r["dim"], r["shape"])
+            if r["status"] == "ok":
+                groups[k][r["backend"]].append(r)
+            elif r["backend"] in PEER_BACKENDS and str(r["reason"]).startswith("time cap"):
+                capped[k].append(r["backend"])
+    rows = []
+    for k in sorted(groups, key=lambda k: (k[0], k[1], shape_sort_key(k[2], k[3]))):
+        by = groups[k]
+        peers = {b: mean_std(r["stable_s"] for r in by[b])[0] for b in PEER_BACKENDS if b in by}
+        if "native" not in by or not peers:
+            continue
+        best = min(peers, key=peers.get)
+        native = mean_std(r["stable_s"] for r in by["native"])[0]
+        gpu, arch, dim, shape = k
+        rows.append({
+            "gpu": gpu, "gpu_type": gpu_type(gpu), "architecture": arch, "dim": dim, "shape": shape,
+            "native_stable_s": native, "peer_backend": best, "peer_stable_s": peers[best],
+            "speedup": peers[best] / native,
+            "native_compile_s": mean_std(r["compile_s"] for r in by["native"])[0],
+            "peer_compile_s": mean_std(r["compile_s"] for r in by[best])[0],
+            "peer_module": by[best][0].get("module", ""),
+            "peer_capped": ",".join(sorted(set(capped[k]))),
+        })
+    return rows
+
+
 def roofline(files: list[BenchFile]) -> list[dict]:
     keep = ("gpu", "gpu_type", "architecture", "dim", "shape", "backend", "mode", "flops",
             "bytes", "intensity", "ridge_flop_per_byte", "speedup")

@@ -140,7 +140,8 @@ ARCH_COUNTS = {"dncnn": (1.33e6, 19.5e3), "drunet": (4.24e6, 23.0e3), "unet": (1
 
 
 def bench_rows(gpu, speed=1.0, skip=(), seed=0) -> list[dict]:
-    """Rows of a sweep: eager and native for every architecture and shape on `gpu`."""
+    """Rows of a sweep: eager, native and the two torch.compile arms for every architecture and
+    shape on `gpu` (max-autotune cut off by its time cap on the 3-D rows)."""
     rng = np.random.default_rng(seed)
     rows = []
     for arch, (fpv, bpv) in ARCH_COUNTS.items():
@@ -153,18 +154,26 @@ def bench_rows(gpu, speed=1.0, skip=(), seed=0) -> list[dict]:
             # Compiling wins most on small, memory-bound inputs (launch overhead, fusion).
             native = eager / (1.3 + 2.5 / (1 + intensity / 100) + 0.3 / (1 + vox / 1e6)
                               + 0.1 * rng.random())
-            for backend, mode, t in (("eager", "none", eager), ("native", "pre", native)):
+            # the peer: deepinv under torch.compile, a little slower than native; max-autotune
+            # is cut off by its time cap on the 3-D rows
+            arms = (("eager", "none", eager), ("native", "pre", native),
+                    ("torch_compile", "pre", native * 1.15), ("torch_compile_max_autotune", "pre", native * 1.1))
+            for backend, mode, t in arms:
                 skipped = (arch, shape) in skip
+                capped = backend == "torch_compile_max_autotune" and dim == 3 and not skipped
+                peer = backend.startswith("torch_compile")
                 rows.append({
                     "architecture": arch, "dim": dim, "shape": shape, "backend": backend,
-                    "mode": mode, "gpu": gpu, "status": "skipped" if skipped else "ok",
-                    "reason": "out of memory" if skipped else "",
-                    "first_call_s": math.nan if skipped else t * (3 if backend == "eager" else 60),
-                    "compile_s": math.nan if skipped else (0.0 if backend == "eager" else t * 55),
+                    "mode": mode, "gpu": gpu, "status": "skipped" if skipped or capped else "ok",
+                    "reason": "out of memory" if skipped else
+                              "time cap: torch.compile (max-autotune) did not finish within 300.00 s" if capped else "",
+                    "first_call_s": math.nan if skipped or capped else t * (3 if backend == "eager" else 300 if peer else 60),
+                    "compile_s": math.nan if skipped or capped else (0.0 if backend == "eager" else t * (295 if peer else 55)),
                     "export_s": math.nan,
-                    "stable_s": math.nan if skipped else t,
-                    "peak_memory_bytes": 0 if skipped else int(nbytes * 0.3),
-                    "cuda_graph": int(backend == "native" and not skipped), "module": "",
+                    "stable_s": math.nan if skipped or capped else t,
+                    "peak_memory_bytes": 0 if skipped or capped else int(nbytes * 0.3),
+                    "cuda_graph": int(backend in ("native", "torch_compile_max_autotune") and not (skipped or capped)),
+                    "module": f"deepinv.models.{arch} (deepinv 0.5.0, torch 2.11.0)" if peer else "",
                     "flops": flops, "bytes": nbytes, "intensity": intensity})
     return rows
 

@@ -45,7 +45,7 @@ def test_all_sorts_files_by_program(tmp_path, study_files, sweep_files):
     r = cli("all", *sweep_files, "--out", tmp_path / "sweep_only")
     assert r.returncode == 0, r.stderr
     assert sorted(p.stem for p in (tmp_path / "sweep_only").glob("*.png")) == \
-        ["denoiser-speedup", "roofline"]
+        ["denoiser-speedup", "peer-speedup", "roofline"]
 
 
 def test_list(study_files):

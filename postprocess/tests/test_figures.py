@@ -59,7 +59,7 @@ def out(tmp_path_factory, study_files, sweep_files):
 
 
 @pytest.mark.parametrize("name,facets", [("compile-speedup", 2), ("phases", 2), ("psnr", 2),
-                                         ("denoiser-speedup", 1), ("roofline", 2)])
+                                         ("denoiser-speedup", 3), ("roofline", 2), ("peer-speedup", 2)])
 def test_png_pdf_csv_exist_and_look_like_figures(out, name, facets):
     o = out[name]
     assert o.png.name == f"{name}.png" and o.csv.parent == o.png.parent
@@ -173,8 +173,9 @@ def bench_input(sweep_files):
 def test_sweep_csv_equals_inputs(out, sweep_files, name):
     inp = bench_input(sweep_files)
     rows = read_csv(out[name].csv)
-    # 3 architectures x 6 shapes on two GPUs, less the A100 row that was skipped
-    assert len(rows) == 3 * 6 * 2 - 1
+    # per GPU: native and torch_compile on 3 architectures x 6 shapes, max-autotune on the 2-D
+    # ones (cut off by its time cap on the 3-D ones); less the A100 row skipped in both arms
+    assert len(rows) == 2 * (3 * 6 * 2 + 3 * 3) - 2
     assert not any(r["gpu"] == A100 and r["architecture"] == "unet"
                    and r["shape"] == "1x3x16x512x512" for r in rows)
     for r in rows:
@@ -190,6 +191,24 @@ def test_sweep_csv_equals_inputs(out, sweep_files, name):
             assert num(r["compiled_stable_s"]) == comp[0][0]
         if name == "roofline":
             assert r["bound"] == ("memory" if num(r["intensity"]) < ridge else "compute")
+
+
+def test_peer_speedup_csv_equals_inputs(out, sweep_files):
+    inp = bench_input(sweep_files)
+    rows = read_csv(out["peer-speedup"].csv)
+    assert len(rows) == 3 * 6 * 2 - 1  # every (GPU, architecture, shape) with native and a peer arm
+    for r in rows:
+        key = (r["gpu"], r["architecture"], r["shape"])
+        native = statistics.fmean(e[0] for e in inp[key + ("native",)])
+        peers = {b: statistics.fmean(e[0] for e in inp[key + (b,)] if e[2] == "ok")
+                 for b in ("torch_compile", "torch_compile_max_autotune")
+                 if any(e[2] == "ok" for e in inp[key + (b,)])}
+        best = min(peers, key=peers.get)
+        assert r["peer_backend"] == best
+        assert num(r["speedup"]) == pytest.approx(peers[best] / native, rel=1e-12)
+        # max-autotune hit its time cap on the 3-D rows: named, and the default mode is the peer
+        assert (r["peer_capped"] == "torch_compile_max_autotune") == (r["dim"] == "3"), r
+        assert r["peer_module"].startswith("deepinv.models.")
 
 
 def test_shape_order_is_2d_then_3d(out):
