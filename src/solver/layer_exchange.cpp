@@ -59,56 +59,82 @@ void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
   }
 }
 
-nn::HaloStrips LayerExchange::exchange_strips(const nn::Node& halo, const at::Tensor& tile) {
+bool LayerExchange::post_axis(const nn::Node& halo, const at::Tensor& tile, int d, const nn::HaloStrips& strips) {
   const auto& a = halo.attrs;
-  const int dim = static_cast<int>(tile.dim()) - 2;
-  if (dim != 2) throw Error("layer halo: 2-d images only");
-  nn::HaloStrips strips(2);
-  for (int d = 0; d < 2; ++d) {
-    if (!axes_[d].split) continue;
-    const int64_t t = tile.size(2 + d), p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
-    check_thin(halo, d, t);
-    // The grown tensor's box from `offset` along d (width w): earlier axes' grown extent, later
-    // axes' tile, the same strips exchange() sends.
-    auto box = [&](int64_t offset, int64_t w) {
-      std::vector<int64_t> lo(2), size(2);
-      for (int e = 0; e < 2; ++e) {
-        if (e < d) lo[e] = 0, size[e] = a.halo_lo[e] + tile.size(2 + e) + a.halo_hi[e];
-        else if (e > d) lo[e] = a.halo_lo[e], size[e] = tile.size(2 + e);
-        else lo[e] = offset, size[e] = w;
-      }
-      return std::make_pair(lo, size);
-    };
-    std::vector<std::tuple<int, std::vector<int64_t>, std::vector<int64_t>>> sends;  // peer, box
-    std::vector<std::pair<int, std::vector<int64_t>>> recvs;                        // peer, shape
-    auto shape = [&](const std::vector<int64_t>& size) {
-      return std::vector<int64_t>{tile.size(0), tile.size(1), size[0], size[1]};
-    };
-    if (lo_peer_[d] >= 0 && inner > 0) {
-      auto [lo, size] = box(a.halo_lo[d], inner);
-      sends.emplace_back(lo_peer_[d], lo, shape(size));
+  const int64_t t = tile.size(2 + d), p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
+  check_thin(halo, d, t);
+  // The grown tensor's box from `offset` along d (width w): earlier axes' grown extent, later
+  // axes' tile, the same strips exchange() sends.
+  auto box = [&](int64_t offset, int64_t w) {
+    std::vector<int64_t> lo(2), size(2);
+    for (int e = 0; e < 2; ++e) {
+      if (e < d) lo[e] = 0, size[e] = a.halo_lo[e] + tile.size(2 + e) + a.halo_hi[e];
+      else if (e > d) lo[e] = a.halo_lo[e], size[e] = tile.size(2 + e);
+      else lo[e] = offset, size[e] = w;
     }
-    if (hi_peer_[d] >= 0 && p > 0) {
-      auto [lo, size] = box(a.halo_lo[d] + t - p, p);
-      sends.emplace_back(hi_peer_[d], lo, shape(size));
-    }
-    if (lo_peer_[d] >= 0 && p > 0) recvs.emplace_back(lo_peer_[d], shape(box(0, p).second));
-    if (hi_peer_[d] >= 0 && inner > 0) recvs.emplace_back(hi_peer_[d], shape(box(a.halo_lo[d] + t, inner).second));
-    if (sends.empty() && recvs.empty()) continue;
-    auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, tile.sizes().vec(), 1));
-    Buffers& b = it->second;
-    if (fresh) {
-      const auto opts = tile.options().memory_format(at::MemoryFormat::Contiguous);
-      for (const auto& [peer, lo, sz] : sends) b.sends.push_back({peer, at::empty(sz, opts)});
-      for (const auto& [peer, sz] : recvs) b.recvs.push_back({peer, at::empty(sz, opts)});
-    }
-    for (size_t i = 0; i < sends.size(); ++i) nn::halo_box_into(b.sends[i].buffer, halo, tile, strips, std::get<1>(sends[i]));
-    comm_.start_exchange(b.sends, b.recvs)->wait();
-    size_t k = 0;
-    if (lo_peer_[d] >= 0 && p > 0) strips[d][0] = b.recvs[k++].buffer;
-    if (hi_peer_[d] >= 0 && inner > 0) strips[d][1] = b.recvs[k++].buffer;
+    return std::make_pair(lo, size);
+  };
+  std::vector<std::tuple<int, std::vector<int64_t>, std::vector<int64_t>>> sends;  // peer, box, shape
+  std::vector<std::pair<int, std::vector<int64_t>>> recvs;                        // peer, shape
+  auto shape = [&](const std::vector<int64_t>& size) {
+    return std::vector<int64_t>{tile.size(0), tile.size(1), size[0], size[1]};
+  };
+  if (lo_peer_[d] >= 0 && inner > 0) {
+    auto [lo, size] = box(a.halo_lo[d], inner);
+    sends.emplace_back(lo_peer_[d], lo, shape(size));
   }
+  if (hi_peer_[d] >= 0 && p > 0) {
+    auto [lo, size] = box(a.halo_lo[d] + t - p, p);
+    sends.emplace_back(hi_peer_[d], lo, shape(size));
+  }
+  if (lo_peer_[d] >= 0 && p > 0) recvs.emplace_back(lo_peer_[d], shape(box(0, p).second));
+  if (hi_peer_[d] >= 0 && inner > 0) recvs.emplace_back(hi_peer_[d], shape(box(a.halo_lo[d] + t, inner).second));
+  if (sends.empty() && recvs.empty()) return false;
+  auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, tile.sizes().vec(), 1));
+  Buffers& b = it->second;
+  if (fresh) {
+    const auto opts = tile.options().memory_format(at::MemoryFormat::Contiguous);
+    for (const auto& [peer, lo, sz] : sends) b.sends.push_back({peer, at::empty(sz, opts)});
+    for (const auto& [peer, sz] : recvs) b.recvs.push_back({peer, at::empty(sz, opts)});
+  }
+  for (size_t i = 0; i < sends.size(); ++i) nn::halo_box_into(b.sends[i].buffer, halo, tile, strips, std::get<1>(sends[i]));
+  pending_ = comm_.start_exchange(b.sends, b.recvs);
+  in_flight_ = &b;
+  return true;
+}
+
+void LayerExchange::collect_axis(const nn::Node& halo, int d, nn::HaloStrips& strips) {
+  const auto& a = halo.attrs;
+  pending_->wait();
+  pending_.reset();
+  const int64_t p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
+  size_t k = 0;
+  if (lo_peer_[d] >= 0 && p > 0) strips[d][0] = in_flight_->recvs[k++].buffer;
+  if (hi_peer_[d] >= 0 && inner > 0) strips[d][1] = in_flight_->recvs[k++].buffer;
+  in_flight_ = nullptr;
+}
+
+void LayerExchange::start_strips(const nn::Node& halo, const at::Tensor& tile) {
+  if (tile.dim() != 4) throw Error("layer halo: 2-d images only");
+  if (started_ >= 0) throw Error("layer halo at " + halo.name + ": an exchange is already in flight");
+  started_ = halo.id, started_axis_ = -1;
+  for (int d = 0; d < 2 && started_axis_ < 0; ++d)  // the first split axis needs no earlier strips
+    if (axes_[d].split && post_axis(halo, tile, d, {{}, {}})) started_axis_ = d;
+}
+
+nn::HaloStrips LayerExchange::finish_strips(const nn::Node& halo, const at::Tensor& tile) {
+  if (started_ != halo.id) throw Error("layer halo at " + halo.name + ": finish_strips without its start_strips");
+  nn::HaloStrips strips(2);
+  if (started_axis_ >= 0) collect_axis(halo, started_axis_, strips);
+  for (int d = started_axis_ + 1; d < 2; ++d)  // later axes carry the corners: after the first
+    if (axes_[d].split && post_axis(halo, tile, d, strips)) collect_axis(halo, d, strips);
+  started_ = -1;
   return strips;
+}
+
+nn::HaloStrips LayerExchange::exchange_strips(const nn::Node& halo, const at::Tensor& tile) {
+  start_strips(halo, tile);
+  return finish_strips(halo, tile);
 }
 
 }  // namespace pnp

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -29,6 +30,11 @@ class LayerExchange final : public nn::HaloExchanger {
   // The same messages, from the tile and the strips received so far (axis 0 before axis 1),
   // into fixed buffers that are returned as the strips: no grown tensor.
   nn::HaloStrips exchange_strips(const nn::Node& halo, const at::Tensor& tile) override;
+  // The same in two halves: start_strips packs and posts the first split axis's messages,
+  // finish_strips completes them, then exchanges the later axis (which carries the corners and
+  // so needs the first one's strips). Work between the two overlaps the first axis's transfer.
+  void start_strips(const nn::Node& halo, const at::Tensor& tile) override;
+  nn::HaloStrips finish_strips(const nn::Node& halo, const at::Tensor& tile) override;
 
  private:
   struct Buffers {
@@ -40,6 +46,13 @@ class LayerExchange final : public nn::HaloExchanger {
   // per (node, axis, shape, 0 = exchange / 1 = exchange_strips)
   std::map<std::tuple<int, int, std::vector<int64_t>, int>, Buffers> buffers_;
   void check_thin(const nn::Node& halo, int d, int64_t tile) const;
+  // Packs and posts axis d's strips (false when this rank has none along d); collect_axis
+  // waits for them and puts the received ones into strips[d].
+  bool post_axis(const nn::Node& halo, const at::Tensor& tile, int d, const nn::HaloStrips& strips);
+  void collect_axis(const nn::Node& halo, int d, nn::HaloStrips& strips);
+  std::unique_ptr<Communicator::Pending> pending_;
+  Buffers* in_flight_ = nullptr;
+  int started_ = -1, started_axis_ = -1;  // the node whose start_strips is in flight, its axis
 };
 
 }  // namespace pnp

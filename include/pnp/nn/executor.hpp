@@ -67,6 +67,12 @@ class HaloExchanger {
   virtual ~HaloExchanger() = default;
   virtual void exchange(const Node& halo, at::Tensor& grown) = 0;
   virtual HaloStrips exchange_strips(const Node& halo, const at::Tensor& tile);
+  // exchange_strips in two halves, so that work on the tile can overlap the transfer: start
+  // posts what it can, finish completes the exchange and returns the strips (the tile must be
+  // unchanged in between). One exchange at a time. Default: start does nothing, finish is
+  // exchange_strips.
+  virtual void start_strips(const Node& halo, const at::Tensor& tile) { (void)halo, (void)tile; }
+  virtual HaloStrips finish_strips(const Node& halo, const at::Tensor& tile) { return exchange_strips(halo, tile); }
 };
 
 // A halo node on one rank: a new tensor of the grown shape (x's memory format), x in the

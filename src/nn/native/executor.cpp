@@ -262,20 +262,24 @@ class NativeImpl final : public NativeExecutor {
   // its own padding, which is exact except in the output rows whose window reaches a
   // neighbour's pixels; those are recomputed from boxes of the grown tensor (the neighbours'
   // strips, the tile's border rows, the fill) with the halo pass's padding. No grown copy of
-  // the tile is made: the extra work is the boxes, a few rows per neighbour.
+  // the tile is made: the extra work is the boxes, a few rows per neighbour. The exchange is
+  // started before the op on the tile and finished after it.
   at::Tensor window_over_halo(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z) {
     const Node& h = g_.nodes[static_cast<size_t>(s.halo)];
     const auto& a = h.attrs;
     const int dim = g_.dim;
-    at::Tensor y = window(s, t, x, z, s.tile_padding);
     auto peer = [&](int d, int side) {
       return (side == 0 ? a.halo_peer_lo[d] && a.halo_lo[d] > 0 : a.halo_peer_hi[d] && a.halo_hi[d] > 0) != 0;
     };
     bool any = false;
     for (int d = 0; d < dim; ++d) any = any || peer(d, 0) || peer(d, 1);
-    if (!any) return y;  // the image border on every side: the op's own padding is the halo
+    // the image border on every side: the op's own padding is the halo
+    if (!any) return window(s, t, x, z, s.tile_padding);
     if (!opt_.exchanger) throw Error("halo node " + h.name + " has neighbours but the executor has no exchanger");
-    const HaloStrips strips = opt_.exchanger->exchange_strips(h, x);
+    // the transfer overlaps the op on the tile, which needs none of it
+    opt_.exchanger->start_strips(h, x);
+    at::Tensor y = window(s, t, x, z, s.tile_padding);
+    const HaloStrips strips = opt_.exchanger->finish_strips(h, x);
     for (int d = 0; d < dim; ++d)
       for (int side = 0; side < 2; ++side) {
         if (!peer(d, side)) continue;
