@@ -6,11 +6,29 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "pnp/device.hpp"
 
 namespace pnp::recon {
+
+namespace {
+// What each /timings/setup/<part> measured (PnpRecord::setup).
+std::string setup_description(const std::string& part) {
+  static const std::map<std::string, std::string> d{
+      {"start", "wall time from program start to the set-up: configuration, plan, input probes, per rank"},
+      {"communicator", "making the communicator (MPI, NCCL), per rank"},
+      {"data", "reading the sinogram, or simulating it (phantom, forward projection, noise), per rank"},
+      {"denoiser", "building the denoiser: weights, and the compile (native / inductor), per rank"},
+      {"resume", "reading the checkpoint (output.resume; ~0 otherwise), per rank"},
+      {"data_check", "the ranks' agreement on the data (a hash of the sinogram), per rank"},
+      {"step_size", "the step size: the distributed power method for ||A^T A|| (or the checkpoint's), per rank"},
+      {"initial_image", "the initial image (solver.init, or the checkpoint's), device synchronised, per rank"}};
+  auto it = d.find(part);
+  return it != d.end() ? it->second : "set-up part " + part + ", per rank";
+}
+}  // namespace
 
 std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind) {
   const Config& cfg = plan.cfg;
@@ -101,6 +119,8 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_scalar(f, "/timings/stable_iteration", g.stable, "s",
                    "mean device time of the last solver.stable_window iterations (max over ranks)");
   io::write_scalar(f, "/timings/compile", g.compile, "s", "compile cost alone (max over ranks)");
+  for (const auto& [name, v] : g.setup)
+    io::write(f, "/timings/setup/" + name, v.data(), {ranks}, "s", setup_description(name));
   std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
   io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B", "peak device memory allocated by each rank (0 on CPU)");
   std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), patch(g.patch.begin(), g.patch.end());

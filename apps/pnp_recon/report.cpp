@@ -1,6 +1,7 @@
 // pnp_recon's terminal output: the phase table, the summary lines, and --check-compile.
 #include "report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -23,6 +24,15 @@ void print_phase_table(const GatheredRecord& g, int ranks, int64_t window, int64
     std::printf("%-20s %12.4e %12.4e %12.4e %8.2f %7.1f%%\n", r.name.c_str(), r.max, r.min, r.mean,
                 r.min > 0 ? r.max / r.min : 1.0, total > 0 ? 100.0 * r.max / total : 0.0);
   }
+  // The set-up before iteration 1, part by part (/timings/setup/*).
+  std::printf("\nSet-up before iteration 1 (seconds, max over ranks):");
+  double sum = 0;
+  for (const auto& [name, v] : g.setup) {
+    const double m = v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+    sum += m;
+    std::printf(" %s %.3f,", name.c_str(), m);
+  }
+  std::printf(" sum %.3f\n", sum);
 }
 
 void print_summary(const Config& cfg, const PnpRecord& rec, const GatheredRecord& g, at::Device device) {

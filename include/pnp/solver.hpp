@@ -179,6 +179,12 @@ struct PnpRecord {
   int64_t done = 0;
   int stop_signal = 0;
   std::vector<std::string> segments;
+  // The set-up before iteration 1, part by part, wall seconds on this rank (/timings/setup/*):
+  // Reconstruction::setup's "start" (program start to the set-up: configuration, plan, input
+  // probes), "communicator", "data" (read, or the phantom simulated and projected), "denoiser"
+  // (built and compiled), "resume" (the checkpoint read), "data_check" (the ranks' agreement on
+  // the data); then run_pnp's "step_size" (power method) and "initial_image".
+  std::vector<std::pair<std::string, double>> setup;
 };
 
 struct Checkpoint;  // src/solver/checkpoint.hpp
@@ -204,6 +210,7 @@ struct GatheredRecord {
   std::vector<double> peak, sent, patch, estimate;                   // [ranks]
   std::vector<std::vector<double>> phase_peak;                       // [phase] -> [ranks]
   double first = 0, stable = 0, compile = 0;  // max over ranks
+  std::vector<std::pair<std::string, std::vector<double>>> setup;  // part -> [ranks] seconds
   std::string gpu_names;                   // comma-separated, one per rank
   // The phase table: per phase and region, the stable-window mean of each rank, reduced.
   struct Row {
@@ -250,6 +257,7 @@ class Reconstruction {
   const Problem& problem() const { return prob_; }
   Denoiser& denoiser() { return den_; }
   double setup_seconds() const { return setup_seconds_; }
+  const std::vector<std::pair<std::string, double>>& setup_times() const { return setup_; }
 
  private:
   Reconstruction() = default;
@@ -261,6 +269,7 @@ class Reconstruction {
   Denoiser den_;
   std::shared_ptr<Checkpoint> resume_;  // output.resume with an existing checkpoint
   double setup_seconds_ = 0;
+  std::vector<std::pair<std::string, double>> setup_;  // the set-up's parts on this rank
   std::chrono::steady_clock::time_point t0_;
 };
 

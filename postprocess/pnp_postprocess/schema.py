@@ -25,6 +25,9 @@ PHASES = ("forward_projection", "allreduce", "backprojection", "step",
           "halo_exchange", "denoise", "clamp")
 """Phases of one PnP iteration, in execution order (``total`` is their device-event sum)."""
 
+SETUP_PARTS = ("start", "communicator", "data", "denoiser", "resume", "data_check", "step_size", "initial_image")
+"""The parts of the set-up before iteration 1, /timings/setup/<part> (files since 2026-12-01)."""
+
 RECON_DATASETS = {
     # path: (units, required)
     "/reconstruction": ("attenuation per pixel", True),
@@ -35,6 +38,7 @@ RECON_DATASETS = {
     "/timings/first_iteration": ("s", True),
     "/timings/stable_iteration": ("s", True),
     "/timings/compile": ("s", True),
+    **{f"/timings/setup/{p}": ("s", False) for p in SETUP_PARTS},
     "/memory/peak_bytes": ("B", True),
     **{f"/memory/phase_peak_bytes/{p}": ("B", False) for p in PHASES},
     "/memory/estimated_bytes": ("B", False),

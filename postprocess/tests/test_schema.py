@@ -43,7 +43,12 @@ def test_recon_datasets_match_the_doc(schema_doc):
         for path in paths[1:]:
             doc[path] = units
         path = paths[0]
-        if "<phase>" in path:
+        if "<part>" in path:  # /timings/setup/<part>: the parts are listed before the first ';'
+            parts = re.findall(r"`(\w+)`", row[3].split(";")[0])
+            assert tuple(parts) == schema.SETUP_PARTS
+            for p in parts:
+                doc[path.replace("<part>", p)] = units
+        elif "<phase>" in path:
             listed = row[3].split("Phases:")[1].split(".")[0] if "Phases:" in row[3] else ""
             phases = re.findall(r"`(\w+)`", listed)
             if phases:   # /timings/<phase>: the phases are listed

@@ -117,7 +117,9 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   }();
 
   Watchdog::beat("the step size (power method)");
+  const auto t_step = Clock::now();
   rec.step = resume ? resume->step : step_size(cfg, prob, own, comm, device);
+  rec.setup.emplace_back("step_size", since(t_step));
   const bool clamp = cfg.solver.clamp != "none";
   if (cfg.solver.clamp == "ground_truth") {
     if (!prob.has_truth())
@@ -130,6 +132,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 
   // Buffers, allocated once: x (owned), z (extended tile), partial and full sinograms.
   LoopState s;
+  const auto t_init = Clock::now();  // the initial image: from the checkpoint or solver.init
   if (resume) {
     s.x = resume->image.narrow(0, own.r0, own.rows()).narrow(1, own.c0, own.cols()).contiguous().to(device);
     for (int64_t it = 0; it < start; ++it) {
@@ -142,6 +145,8 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   } else {
     s.x = initial_image(cfg, prob, own, rec.step, opts);
   }
+  CallTimer(device).sync();  // the image is made on the device: its time, not its launch
+  rec.setup.emplace_back("initial_image", since(t_init));
   s.z_ext = at::empty({me.ext.rows(), me.ext.cols()}, opts);
   s.z_own = s.z_ext.narrow(0, own.r0 - me.ext.r0, own.rows()).narrow(1, own.c0 - me.ext.c0, own.cols());
   s.p = at::empty({prob.geom.n_angles(), prob.geom.n_det}, opts);

@@ -138,6 +138,13 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
                                      std::chrono::steady_clock::time_point t0) {
   Reconstruction r;
   r.t0_ = t0;
+  auto mark = std::chrono::steady_clock::now();
+  auto part = [&](const char* name) {  // the wall time since the last part ended
+    const auto now = std::chrono::steady_clock::now();
+    r.setup_.emplace_back(name, std::chrono::duration<double>(now - mark).count());
+    mark = now;
+  };
+  r.setup_.emplace_back("start", std::chrono::duration<double>(mark - t0).count());
   r.cfg_ = std::move(plan.cfg);
   r.device_ = plan.device;
   r.decomp_ = std::move(plan.decomp);
@@ -148,10 +155,13 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
     const double t = r.cfg_.distributed.timeout_s > 0 ? r.cfg_.distributed.timeout_s : 600;
     r.comm_ = make_communicator(r.cfg_.distributed.comm, world, r.device_, local_size, cuda_device_count(), t);
   });
+  part("communicator");
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
     r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_);
+    part("data");
     r.den_ = make_denoiser(r.cfg_, r.device_, r.comm_.get(), &r.decomp_);
+    part("denoiser");
   });
   // output.resume: the checkpoint, when there is one, read by every rank (it must come from
   // this configuration and rank count).
@@ -165,6 +175,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
                                                                r.cfg_.problem.size, r.cfg_.solver.iterations));
     });
   }
+  part("resume");
   // The data every rank read (or simulated) must be the same: a file replaced between the
   // ranks' reads is caught here.
   {
@@ -172,13 +183,16 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
     const std::string_view bytes(static_cast<const char*>(y.data_ptr()), static_cast<size_t>(y.nbytes()));
     agree(world, "sinogram " + fnv1a_hex(bytes) + " " + nn::shape_string(y.sizes().vec()) + "\n", "data");
   }
+  part("data_check");
   r.setup_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
 PnpRecord Reconstruction::run() {
   const double setup = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  return run_pnp(cfg_, decomp_, *comm_, prob_, den_, device_, setup, resume_.get());
+  PnpRecord rec = run_pnp(cfg_, decomp_, *comm_, prob_, den_, device_, setup, resume_.get());
+  rec.setup.insert(rec.setup.begin(), setup_.begin(), setup_.end());
+  return rec;
 }
 
 GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
@@ -205,6 +219,7 @@ GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
   g.region_denoise = gather_columns(comm, rec.region_denoise);
   g.compile = comm.max(rec.compile_seconds);
   g.table = phase_table(comm, rec, cfg_.solver.stable_window);
+  for (const auto& [name, seconds] : rec.setup) g.setup.emplace_back(name, gather_columns(comm, {seconds}));
   return g;
 }
 
