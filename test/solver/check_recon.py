@@ -29,12 +29,16 @@ def check_schema(path):
         assert np.all(f["/timings/total"][()] > 0)
         for s in ["first_iteration", "stable_iteration", "compile"]:
             assert f["/timings/" + s].shape == ()
-        assert f["/timings/first_iteration"][()] > f["/timings/stable_iteration"][()] > 0
-        # the set-up's parts: sequential wall intervals on each rank before iteration 1 ended
+        assert f["/timings/stable_iteration"][()] > 0
+        # the first iteration is measured from program start to its end: the set-up's parts and
+        # iteration 1 itself, sequential wall intervals on each rank, fit inside it (a stable
+        # iteration need not be shorter: on a loaded machine it can take longer)
         parts = ["start", "communicator", "data", "denoiser", "resume", "data_check", "step_size", "initial_image"]
         setup = np.array([f["/timings/setup/" + p][()] for p in parts])
         assert setup.shape == (len(parts), ranks) and np.all(setup >= 0), setup
-        assert np.all(setup.sum(axis=0) <= f["/timings/first_iteration"][()]), (setup.sum(axis=0), path)
+        first = f["/timings/first_iteration"][()]
+        used = setup.sum(axis=0) + f["/timings/wall"][0]
+        assert np.all(used <= first + 1e-3), (used, first, path)
         assert f["/memory/peak_bytes"].shape == (ranks,)
         assert f["/memory/estimated_bytes"].shape == (ranks,) and np.all(f["/memory/estimated_bytes"][()] > 0)
         assert f["/memory/patch_size"].shape == (ranks,) and np.all(f["/memory/patch_size"][()] >= 0)
