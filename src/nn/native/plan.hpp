@@ -77,7 +77,7 @@ struct PlanOptions {
   int64_t element_bytes = 4;  // bytes per activation element (slot sizes)
   bool copy_free_halo = true;  // defer halo nodes into their conv / max_pool reader (see PlanStep)
   // ... only where the tile's bytes reach this per neighbour side: below it the boxes' fixed
-  // cost (about ten small kernels per side) exceeds the copy's (0: always).
+  // cost (about eight to ten small kernels per side, counted in the code) exceeds the copy's (0: always).
   int64_t copy_free_min_bytes = int64_t{128} << 20;
 };
 
