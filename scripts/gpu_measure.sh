@@ -28,11 +28,14 @@
 #                                    eager, native and deepinv under torch.compile (default and
 #                                    max-autotune, CAP s each, default 60); needs deepinv on
 #                                    PYTHONPATH (the device tool: carried wheels)
+#   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice:
+#                                    the second finds the native compile cache); the projector
+#                                    standalone, and Nsight Compute's view of its two kernels
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer|setup}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -152,6 +155,20 @@ run() {  # name, then --set overrides
           -e 's/^backends = .*/backends = ["eager", "native", "torch_compile", "torch_compile_max_autotune"]/' \
           -e "s/^timeout_s = .*/timeout_s = ${2:-60}/" input/sweep.toml >/tmp/sweep_peer.toml
       "$bin/pnp_bench" /tmp/sweep_peer.toml --output "$out/pnp_bench_peer.h5" --force ;;
+    setup)
+      for i in 1 2; do
+        "$bin/pnp_recon" input/study_4096.toml --output "/tmp/study_setup_$i.h5" --force \
+          --set compile.mode='"pre"' 2>&1 | grep -vE "^iteration " | tail -40
+      done
+      "$bin/pnp_radon_bench" --n 4096 --angles 100 --device cuda
+      for k in fwd_kernel adj_kernel; do
+        echo "== ncu $k"
+        ncu --clock-control none --launch-skip 2 --launch-count 1 -k regex:$k --section SpeedOfLight \
+          --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+          --section SchedulerStats --section ComputeWorkloadAnalysis \
+          "$bin/pnp_radon_bench" --n 4096 --angles 100 --device cuda --reps 1 --warmup 3 --no-check 2>&1 |
+          grep -vE "^==PROF==" | tail -120
+      done ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 } 2>&1 | tee "$log"
