@@ -28,9 +28,9 @@
 #                                    eager, native and deepinv under torch.compile (default and
 #                                    max-autotune, CAP s each, default 60); needs deepinv on
 #                                    PYTHONPATH (the device tool: carried wheels)
-#   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice:
-#                                    the second finds the native compile cache); the projector
-#                                    standalone, and Nsight Compute's view of its two kernels
+#   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice,
+#                                    for the spread); DRUNet 4096²'s native compile without and with
+#                                    autotune; the projector#                                    standalone, and Nsight Compute's view of its two kernels
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
@@ -161,6 +161,8 @@ run() {  # name, then --set overrides
           --set compile.mode='"pre"' 2>&1 | grep -vE "^iteration " | tail -40
       done
       "$bin/pnp_radon_bench" --n 4096 --angles 100 --device cuda
+      # the native compile of DRUNet 4096², autotune off and on
+      for o in cfg cfag; do "$bin/nn_time" drunet 1 4096x4096 --device cuda --backends native --native $o; done
       for k in fwd_kernel adj_kernel; do
         echo "== ncu $k"
         ncu --clock-control none --launch-skip 2 --launch-count 1 -k regex:$k --section SpeedOfLight \
