@@ -30,7 +30,7 @@
 #                                    PYTHONPATH (the device tool: carried wheels)
 #   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice,
 #                                    for the spread); DRUNet 4096²'s native compile without and with
-#                                    autotune; the projector#                                    standalone, and Nsight Compute's view of its two kernels
+#                                    autotune; the projector standalone, and Nsight Compute's view of its two kernels
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
