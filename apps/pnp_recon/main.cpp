@@ -27,6 +27,7 @@ int report(const CollectiveError& e) {
 int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
   MpiSession mpi(argc, argv);
+  const auto t_mpi = std::chrono::steady_clock::now();
   const int rank = mpi.rank();
   // From the start: a rank that never reaches the first collective ends the job too.
   Watchdog::arm(Config{}.distributed.timeout_s, rank);
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
     return report(e);
   }
   if (cli.exit_now) return 0;
+  const auto t_config = std::chrono::steady_clock::now();
   Watchdog::arm(cfg.distributed.timeout_s, rank);
   if (cli.print_config) {
     if (rank == 0) std::cout << cfg.to_toml();
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
 
   std::optional<Reconstruction> run;
   try {
-    run.emplace(Reconstruction::setup(std::move(plan), MPI_COMM_WORLD, mpi.local_size(), t0));
+    run.emplace(Reconstruction::setup(std::move(plan), MPI_COMM_WORLD, mpi.local_size(), {t0, t_mpi, t_config}));
   } catch (const CollectiveError& e) {
     return report(e);
   }
@@ -117,7 +119,7 @@ int main(int argc, char** argv) {
     if (rank == 0) {
       recon::print_phase_table(g, run->comm().size(), cfg.solver.stable_window, static_cast<int64_t>(rec.total.size()));
       recon::print_summary(cfg, rec, g, run->device());
-      recon::write_output(cfg, decomp, run->comm(), run->problem(), rec, g, run->device());
+      recon::write_output(cfg, decomp, run->comm(), rec, g, run->device());
       std::printf("wrote %s\n", cfg.output.file.c_str());
       // The run is complete: a checkpoint left from an interrupted segment is stale now.
       std::error_code ec;

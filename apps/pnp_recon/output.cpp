@@ -17,7 +17,9 @@ namespace {
 // What each /timings/setup/<part> measured (PnpRecord::setup).
 std::string setup_description(const std::string& part) {
   static const std::map<std::string, std::string> d{
-      {"start", "wall time from program start to the set-up: configuration, plan, input probes, per rank"},
+      {"mpi", "wall time from program start to MPI started (MPI_Init), per rank"},
+      {"configuration", "the command line and the configuration file read, the input files probed, per rank"},
+      {"plan", "the plan: device, decomposition, memory plans, output checks, per rank"},
       {"communicator", "making the communicator (MPI, NCCL), per rank"},
       {"data", "reading the sinogram, or simulating it (phantom, forward projection, noise), per rank"},
       {"denoiser", "building the denoiser: weights, and the compile (native / inductor), per rank"},
@@ -76,7 +78,7 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   return os.str();
 }
 
-void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm, const Problem& prob,
+void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
                   const PnpRecord& rec, const GatheredRecord& g, at::Device dev) {
   io::AtomicOutput out(cfg.output.file, cfg.output.force);
   io::H5File& f = out.file();
@@ -98,8 +100,8 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   at::Tensor img = g.image.contiguous();
   io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
             "final PnP iterate x, gathered from all tiles");
-  if (prob.truth_full) {
-    at::Tensor gt = prob.truth_full->contiguous();
+  if (g.truth.defined()) {
+    at::Tensor gt = g.truth.contiguous();
     io::write(f, "/ground_truth", gt.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel", "ground-truth image");
   }
   const int64_t iters = static_cast<int64_t>(rec.total.size()), ranks = comm.size();

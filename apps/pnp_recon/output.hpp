@@ -12,7 +12,7 @@ namespace pnp::recon {
 std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind);
 
 // Rank 0: writes cfg.output.file (temporary file, renamed on success).
-void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm, const Problem& prob,
+void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
                   const PnpRecord& rec, const GatheredRecord& g, at::Device dev);
 
 }  // namespace pnp::recon

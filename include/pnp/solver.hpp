@@ -36,12 +36,17 @@ struct Problem {
   physics::Geometry geom;
   at::Tensor y;               // [K, D] float32 on the compute device, the same on every rank
   at::Tensor truth_own;       // owned tile of the ground truth (device), undefined if none
-  std::optional<at::Tensor> truth_full;  // [N, N] CPU float32 ground truth (rank 0 keeps it for output)
-  double truth_min = 0, truth_max = 0;
+  double truth_min = 0, truth_max = 0;  // over the whole image
   bool has_truth() const { return truth_own.defined(); }
 };
 
-// Simulates the study's data on one process: phantom, y = A x + noise_sigma * max|Ax| * n.
+// Simulates the study's data, y = A x + noise_sigma * max|Ax| * n, each rank its share: the
+// phantom over the rank's owned box (rasterised on the host), its forward projection, the
+// ranks' partial sinograms summed by `comm` (none: one process, `own` the whole image); then
+// the same noise on every rank (a host generator of problem.seed). The ground truth's range,
+// and the ellipses' normalisation by it, are reduced over the ranks too.
+Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device device, Communicator* comm);
+// The same on one process, the whole image: the sinogram and the ground truth on the host.
 io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
 // With a problem.sinogram: problem.size, angles and detector from the file's declared shapes
 // where the configuration leaves them open (Config::given), checked where it gives them
@@ -49,8 +54,10 @@ io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
 void resolve_problem_sizes(Config& cfg);
 // Loads (problem.sinogram) or simulates the data; identical on every rank. The file's declared
 // shapes are checked against cfg and the host memory before anything is read, and every value
-// must be finite.
-Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device);
+// must be finite. Simulated with `comm`: each rank its share (simulate_problem); without: every
+// rank the whole image, keeping its tile of the truth.
+Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device,
+                      Communicator* comm = nullptr);
 
 // ---- Denoiser ---------------------------------------------------------------------------
 
@@ -180,8 +187,9 @@ struct PnpRecord {
   int stop_signal = 0;
   std::vector<std::string> segments;
   // The set-up before iteration 1, part by part, wall seconds on this rank (/timings/setup/*):
-  // Reconstruction::setup's "start" (program start to the set-up: configuration, plan, input
-  // probes), "communicator", "data" (read, or the phantom simulated and projected), "denoiser"
+  // Reconstruction::setup's "mpi" (program start to MPI started), "configuration" (command
+  // line, configuration file, input probes), "plan" (device, decomposition, memory plans,
+  // output checks), "communicator", "data" (read, or the phantom simulated and projected), "denoiser"
   // (built and compiled), "resume" (the checkpoint read), "data_check" (the ranks' agreement on
   // the data); then run_pnp's "step_size" (power method) and "initial_image".
   std::vector<std::pair<std::string, double>> setup;
@@ -205,6 +213,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 // What rank 0 writes: the record of every rank, gathered (empty vectors on other ranks).
 struct GatheredRecord {
   at::Tensor image;                        // [n, n] float32 CPU, the final iterate
+  at::Tensor truth;                        // [n, n] float32 CPU, the ground truth (undefined: none)
   std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
   std::vector<double> wall, region_gradient, region_denoise, bytes;  // [iterations x ranks]
   std::vector<double> peak, sent, patch, estimate;                   // [ranks]
@@ -243,10 +252,18 @@ class Reconstruction {
   // memory limit cannot be met, a tile is impossible, ...).
   // First, every rank must hold the same configuration and see the same input files (agree()).
   static ReconstructionPlan plan(const Config& cfg, MPI_Comm world, int local_rank, int local_size);
-  // Stage 2: the communicator, the data and the denoiser. `t0` is when the program started
-  // (the first iteration's wall time counts from it).
-  static Reconstruction setup(ReconstructionPlan plan, MPI_Comm world, int local_size,
-                              std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now());
+  // When the program started, and when it finished MPI's start and the configuration (with
+  // the input probes): the first iteration's wall time counts from `program`, and the set-up
+  // record's "mpi", "configuration" and "plan" parts are the intervals up to Stage 2.
+  struct StartMarks {
+    std::chrono::steady_clock::time_point program, mpi, configuration;
+  };
+  // Stage 2: the communicator, the data and the denoiser.
+  static Reconstruction setup(ReconstructionPlan plan, MPI_Comm world, int local_size, StartMarks marks);
+  static Reconstruction setup(ReconstructionPlan plan, MPI_Comm world, int local_size) {
+    const auto now = std::chrono::steady_clock::now();
+    return setup(std::move(plan), world, local_size, StartMarks{now, now, now});
+  }
   PnpRecord run();
   GatheredRecord gather(const PnpRecord& rec);
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -147,25 +148,38 @@ bool int8_eligible(const std::vector<int64_t>& shape) {
   return shape.size() >= 3 && n >= kInt8MinElements;
 }
 
-// One tensor of a weights file as float32, decoded from its encoding.
+// One tensor of a weights file as float32, decoded from its encoding. The decode and the
+// finiteness check are one plain pass over the values: ATen's broadcast multiply and
+// isfinite().all() took 0.3 s of drunet_ct's 0.5 s load on two cores.
 at::Tensor read_tensor(io::H5File& f, const std::string& path, const std::string& key, const std::vector<int64_t>& shape) {
   std::string enc = io::has_attr(f, path, "encoding") ? io::read_attr_string(f, path, "encoding") : "float32";
-  auto a = io::read<float>(f, path);
-  at::Tensor t = at::from_blob(a.data.data(), shape, at::kFloat).clone();
-  if (enc == kInt8PerKernel) {
+  if (enc != kInt8PerKernel && enc != "float32" && enc != "float16")
+    throw InputError("weights " + key + ": unknown encoding '" + enc + "'");
+  at::Tensor t = at::empty(shape, at::kFloat);
+  float* out = t.data_ptr<float>();
+  const int64_t n = t.numel();
+  if (enc == kInt8PerKernel) {  // w = code * scale, one scale per [out, in] kernel
+    const auto a = io::read<int8_t>(f, path);  // the codes as stored (a quarter of the bytes)
+    if (shape.size() < 2) throw InputError("weights " + key + " are int8 per kernel but have fewer than two axes");
     const std::string sp = "/weight_scales/" + key;
     if (!io::exists(f, sp)) throw InputError("weights " + key + " are int8 but " + sp + " is missing");
     const std::vector<int64_t> want{shape[0], shape[1]};
     if (io::shape_of(f, sp) != want)
       throw InputError(sp + " must have shape " + shape_string(want) + ", has " + shape_string(io::shape_of(f, sp)));
-    auto sc = io::read<float>(f, sp);
-    std::vector<int64_t> bshape(shape.size(), 1);
-    bshape[0] = shape[0], bshape[1] = shape[1];
-    t.mul_(at::from_blob(sc.data.data(), bshape, at::kFloat));
-  } else if (enc != "float32" && enc != "float16") {
-    throw InputError("weights " + key + ": unknown encoding '" + enc + "'");
+    const auto sc = io::read<float>(f, sp);
+    const int64_t k = n == 0 ? 0 : n / (shape[0] * shape[1]);  // elements per kernel
+    for (size_t j = 0; j < sc.data.size(); ++j) {
+      const float s = sc.data[j];
+      const int8_t* code = a.data.data() + static_cast<int64_t>(j) * k;
+      float* w = out + static_cast<int64_t>(j) * k;
+      for (int64_t i = 0; i < k; ++i) w[i] = static_cast<float>(code[i]) * s;
+    }
+  } else {
+    const auto a = io::read<float>(f, path);
+    std::copy(a.data.begin(), a.data.end(), out);
   }
-  if (!at::isfinite(t).all().item<bool>()) throw InputError("weights " + key + " hold non-finite values (NaN or Inf)");
+  if (!std::all_of(out, out + n, [](float v) { return std::isfinite(v); }))
+    throw InputError("weights " + key + " hold non-finite values (NaN or Inf)");
   return t;
 }
 }  // namespace

@@ -26,29 +26,25 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
   if (!(opt.tol >= 0)) throw InputError("operator_norm: tol must be >= 0");
   if (dtype != at::kFloat && dtype != at::kDouble) throw Error("operator_norm: dtype must be float32 or float64");
   const auto opts = at::TensorOptions().dtype(dtype).device(device);
+  const auto dopts = opts.dtype(at::kDouble);
   const int64_t K = g.n_angles();
-  // Global sums of a few scalars ride in a [K, n_det] buffer through the same allreduce.
-  auto reduce2 = [&](double a, double b) {
-    auto host = at::zeros({K, g.n_det}, at::TensorOptions().dtype(at::kDouble));
-    host.view({-1})[0] = a;
-    if (K * g.n_det > 1) host.view({-1})[1] = b;
-    auto buf = host.to(opts);
-    allreduce_sum(buf);
-    auto back = buf.to(at::kCPU, at::kDouble).view({-1});
-    return std::pair<double, double>{back[0].item<double>(), K * g.n_det > 1 ? back[1].item<double>() : 0.0};
-  };
+  // Squared norms in float64 on the device; the ranks' sums of scalars go through the same
+  // allreduce as the sinograms, as a [2] tensor, and each iteration synchronises the host once.
+  auto sum_sq = [](const at::Tensor& t) { return t.to(at::kDouble).square().sum().reshape({1}); };
+  auto local_sum_sq = [&](const at::Tensor& t) { return box.empty() ? at::zeros({1}, dopts) : sum_sq(t); };
 
   at::Tensor x = power_start(box, g.n, opt.seed).to(opts);
   {
-    const double local = box.empty() ? 0.0 : x.to(at::kDouble).square().sum().item<double>();
-    const double total = reduce2(local, 0.0).first;
-    if (!(total > 0)) throw Error("operator_norm: zero start vector (empty image?)");
-    x.div_(std::sqrt(total));
+    at::Tensor total = local_sum_sq(x);
+    allreduce_sum(total);
+    const double t = total.item<double>();
+    if (!(t > 0)) throw Error("operator_norm: zero start vector (empty image?)");
+    x.div_(std::sqrt(t));
   }
   at::Tensor p = at::empty({K, g.n_det}, opts);
   at::Tensor z = at::empty({box.rows(), box.cols()}, opts);
   PowerResult res;
-  double prev = 0.0;
+  at::Tensor prev;
   for (int it = 1; it <= opt.max_iterations; ++it) {
     res.iterations = it;
     if (box.empty())
@@ -56,13 +52,16 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
     else
       forward_out(x, g, box, p);
     allreduce_sum(p);  // p = A x (global), ||x|| = 1
-    const double lambda = p.to(at::kDouble).square().sum().item<double>();  // x^T A^T A x
-    res.norm = lambda;
+    const at::Tensor lambda = sum_sq(p);  // x^T A^T A x, the same on every rank
     if (!box.empty()) adjoint_out(p, g, box, z);
-    const double local_z = box.empty() ? 0.0 : z.to(at::kDouble).square().sum().item<double>();
-    const double conv_local = (it > 1 && std::fabs(lambda - prev) <= opt.tol * lambda) ? 1.0 : 0.0;
-    const auto [zz, conv] = reduce2(local_z, conv_local);
-    if (conv > 0.5) {  // any rank converged -> all stop together (the flag sum is exact)
+    // [local ||z||^2, converged here]: any rank converged -> all stop together (the flag sum is exact)
+    at::Tensor conv = it > 1 ? (at::abs(lambda - prev) <= opt.tol * lambda).to(at::kDouble) : at::zeros({1}, dopts);
+    at::Tensor buf = at::cat({local_sum_sq(z), conv});
+    allreduce_sum(buf);
+    const at::Tensor host = at::cat({buf, lambda}).to(at::kCPU);
+    const double zz = host[0].item<double>(), converged = host[1].item<double>();
+    res.norm = host[2].item<double>();
+    if (converged > 0.5) {
       res.converged = true;
       break;
     }

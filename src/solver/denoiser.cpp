@@ -144,6 +144,7 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
     // pre: the denoiser's own graph; post/fused: the solver captures the region around it.
     opt.cuda_graph = cfg.compile.cuda_graphs && cfg.compile.mode == "pre";
     opt.exchanger = exchanger;  // layer halo: the executor plans halo steps and runs without its own graph
+    opt.warm_up_on_first_call = true;  // iteration 1's call is the warm-up (PerShape builds at first use)
     auto ex = std::make_unique<PerShape<nn::NativeExecutor>>(
         "native", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
           return nn::make_native(g, w, device, dtype, shape, opt);

@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <tuple>
 
 #include "pnp/synthetic.hpp"
 #include "pnp/solver.hpp"
@@ -11,22 +14,61 @@ at::Tensor from_vector(std::vector<float> v, std::vector<int64_t> shape) {
 }
 }  // namespace
 
-io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device) {
-  auto img = p.phantom == "ellipses" ? random_ellipse_image(p.size, 12, static_cast<uint64_t>(p.seed)) : shepp_logan(p.size);
+Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device device, Communicator* comm) {
   auto geom = physics::Geometry::standard(p.size, p.angles, p.detector);
-  at::Tensor x = from_vector(img, {p.size, p.size});
-  at::Tensor y = physics::forward(x.to(device), geom, geom.full_box()).to(at::kCPU);
-  if (p.noise_sigma > 0) {
-    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(p.seed) * 2654435761ull + 17);
-    double scale = p.noise_sigma * y.abs().max().item<double>();
-    y = y + scale * at::normal(0.0, 1.0, y.sizes(), gen, at::kFloat);
+  auto global_max = [&](double v) { return comm ? comm->max(v) : v; };
+  const bool ellipses = p.phantom == "ellipses";
+  std::vector<float> img;
+  if (!own.empty()) {
+    const Window w{own.r0, own.c0, own.rows(), own.cols()};
+    img = rasterize_window(ellipses ? random_ellipses(12, static_cast<uint64_t>(p.seed)) : shepp_logan_ellipses(), p.size, w);
   }
-  y = y.contiguous();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto [lo_it, hi_it] = std::minmax_element(img.begin(), img.end());
+  float lo = img.empty() ? inf : *lo_it, hi = img.empty() ? -inf : *hi_it;
+  if (ellipses) {  // random_ellipse_image's normalisation to [0, 1], by the whole image's range
+    const float a = static_cast<float>(-global_max(-lo)), range = static_cast<float>(global_max(hi)) - a;
+    for (auto& v : img) v = range > 0 ? (v - a) / range : 0.0f;
+  } else {  // shepp_logan's clamp to [0, 1]
+    for (auto& v : img) v = std::clamp(v, 0.0f, 1.0f);
+  }
+  std::tie(lo_it, hi_it) = std::minmax_element(img.begin(), img.end());
+  lo = img.empty() ? inf : *lo_it, hi = img.empty() ? -inf : *hi_it;
+
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  Problem prob;
+  prob.geom = geom;
+  prob.truth_own = from_vector(std::move(img), {std::max<int64_t>(own.rows(), 0), std::max<int64_t>(own.cols(), 0)}).to(device);
+  prob.truth_min = -global_max(-lo);
+  prob.truth_max = global_max(hi);
+  // A x in float64, the ranks' partial sinograms summed, then rounded once: the data do not
+  // depend on the rank count (but for the rare sum that lands on the other side of a float32
+  // rounding boundary), as a float32 sum of partial projections would, by ~1e-7.
+  at::Tensor y64 = at::empty({geom.n_angles(), geom.n_det}, opts.dtype(at::kDouble));
+  if (own.empty())
+    y64.zero_();
+  else
+    physics::forward_out(prob.truth_own.to(at::kDouble), geom, own, y64);
+  if (comm) comm->allreduce_sum(y64);
+  at::Tensor y = y64.to(at::kFloat);
+  if (p.noise_sigma > 0) {  // the same noise on every rank (a host generator of the seed)
+    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(p.seed) * 2654435761ull + 17);
+    const double scale = p.noise_sigma * y.abs().max().item<double>();
+    y = y + scale * at::normal(0.0, 1.0, y.sizes(), gen, at::kFloat).to(device);
+  }
+  prob.y = y.contiguous();
+  return prob;
+}
+
+io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device) {
+  const Box all{0, p.size, 0, p.size};
+  Problem prob = simulate_problem(p, all, device, nullptr);
+  const at::Tensor y = prob.y.to(at::kCPU).contiguous(), gt = prob.truth_own.to(at::kCPU).contiguous();
   io::Sinogram s;
   s.data.shape = {y.size(0), y.size(1)};
   s.data.data.assign(y.data_ptr<float>(), y.data_ptr<float>() + y.numel());
-  s.theta_deg = geom.angles_deg;
-  s.ground_truth = io::Array<float>{{p.size, p.size}, std::move(img)};
+  s.theta_deg = prob.geom.angles_deg;
+  s.ground_truth = io::Array<float>{{p.size, p.size}, std::vector<float>(gt.data_ptr<float>(), gt.data_ptr<float>() + gt.numel())};
   return s;
 }
 
@@ -78,12 +120,17 @@ void resolve_problem_sizes(Config& cfg) {
   if (standard_detector(n) != det) p.detector = det;
 }
 
-Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device) {
+Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device, Communicator* comm) {
   const ProblemConfig& p = cfg.problem;
-  io::Sinogram s;
+  const Box& own = d.tile(rank).own;
   if (p.sinogram.empty()) {
-    s = simulate_sinogram(p, device);
-  } else {
+    if (comm) return simulate_problem(p, own, device, comm);
+    Problem prob = simulate_problem(p, Box{0, p.size, 0, p.size}, device, nullptr);
+    prob.truth_own = prob.truth_own.narrow(0, own.r0, own.rows()).narrow(1, own.c0, own.cols()).contiguous();
+    return prob;
+  }
+  io::Sinogram s;
+  {
     io::DxchangeExpect e;
     e.angles = p.angles;
     e.detector = p.detector ? p.detector : standard_detector(p.size);
@@ -113,9 +160,7 @@ Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::D
     at::Tensor gt = from_vector(std::move(s.ground_truth->data), {p.size, p.size});
     prob.truth_min = gt.min().item<double>();
     prob.truth_max = gt.max().item<double>();
-    const Box& own = d.tile(rank).own;
     prob.truth_own = gt.narrow(0, own.r0, own.rows()).narrow(1, own.c0, own.cols()).contiguous().to(device);
-    if (rank == 0) prob.truth_full = gt;
   }
   return prob;
 }

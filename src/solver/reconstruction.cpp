@@ -134,17 +134,20 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
   return p;
 }
 
-Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, int local_size,
-                                     std::chrono::steady_clock::time_point t0) {
+Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, int local_size, StartMarks marks) {
   Reconstruction r;
+  const auto t0 = marks.program;
   r.t0_ = t0;
   auto mark = std::chrono::steady_clock::now();
+  auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   auto part = [&](const char* name) {  // the wall time since the last part ended
     const auto now = std::chrono::steady_clock::now();
     r.setup_.emplace_back(name, std::chrono::duration<double>(now - mark).count());
     mark = now;
   };
-  r.setup_.emplace_back("start", std::chrono::duration<double>(mark - t0).count());
+  r.setup_.emplace_back("mpi", seconds(t0, marks.mpi));
+  r.setup_.emplace_back("configuration", seconds(marks.mpi, marks.configuration));
+  r.setup_.emplace_back("plan", seconds(marks.configuration, mark));
   r.cfg_ = std::move(plan.cfg);
   r.device_ = plan.device;
   r.decomp_ = std::move(plan.decomp);
@@ -158,7 +161,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   part("communicator");
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
-    r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_);
+    r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, r.comm_.get());
     part("data");
     r.den_ = make_denoiser(r.cfg_, r.device_, r.comm_.get(), &r.decomp_);
     part("denoiser");
@@ -199,6 +202,7 @@ GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
   GatheredRecord g;
   Communicator& comm = *comm_;
   g.image = comm.gather_tiles(rec.x_own, decomp_);
+  if (prob_.has_truth()) g.truth = comm.gather_tiles(prob_.truth_own, decomp_);
   char buf[128] = {};
   std::snprintf(buf, sizeof buf, "%s", device_name(device_).c_str());
   std::vector<char> names(comm.rank() == 0 ? 128 * size_t(comm.size()) : 0);

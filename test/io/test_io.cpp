@@ -1,6 +1,8 @@
 #include "pnp_test.hpp"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 
@@ -66,6 +68,35 @@ TEST_CASE("round trip of every dataset type with units and description") {
   CHECK(exists(f, "/timings"));
   CHECK_FALSE(exists(f, "/nope/deeper"));
   CHECK_THROWS_AS(read<float>(f, "/missing"), pnp::InputError);
+}
+
+TEST_CASE("float16 datasets: every binary16 value reads back exactly") {
+  auto dir = pnp::test::scratch_dir("io");
+  // every finite binary16 value, both infinities and a NaN (as floats: exact)
+  std::vector<float> all;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const _Float16 h = std::bit_cast<_Float16>(static_cast<uint16_t>(b));
+    if (((b >> 10) & 0x1f) != 0x1f || (b & 0x3ff) == 0 || b == 0x7e00) all.push_back(static_cast<float>(h));
+  }
+  REQUIRE(all.size() == 63488 + 3);
+  const auto path = dir / "half.h5";
+  {
+    H5File f = H5File::create(path);
+    write_float16(f, "/h", all.data(), {static_cast<int64_t>(all.size())}, "1", "every binary16 value");
+  }
+  H5File f = H5File::open(path);
+  const auto back = read<float>(f, "/h");
+  REQUIRE(back.data.size() == all.size());
+  size_t same = 0;
+  for (size_t i = 0; i < all.size(); ++i)
+    same += std::bit_cast<uint32_t>(back.data[i]) == std::bit_cast<uint32_t>(all[i]) ||
+            (std::isnan(back.data[i]) && std::isnan(all[i]));
+  CHECK(same == all.size());
+  // by value: the smallest subnormal, the largest finite, infinity, the negative zero
+  CHECK(back.data[1] == 0x1p-24f);
+  CHECK(back.data[0x7bff] == 65504.0f);
+  CHECK(std::isinf(back.data[0x7c00]));
+  CHECK((back.data[31746] == 0.0f && std::signbit(back.data[31746])));
 }
 
 TEST_CASE("reading a DXchange file written by h5py") {

@@ -214,6 +214,36 @@ TEST_CASE("native: conv+add+relu where the IR has an add followed by a ReLU") {
   CHECK(rel_err(nat->forward(x, 0), make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0)) < 1e-12);
 }
 
+TEST_CASE("native: the warm-up in the first call (warm_up_on_first_call) returns that call's output") {
+  std::vector<at::Device> devices{at::kCPU};
+  if (at::hasCUDA()) devices.emplace_back(at::kCUDA, 0);
+  for (const auto& c : cases()) {
+    if (c.dim != 2) continue;
+    CAPTURE(c.arch);
+    Graph g = make(c.arch, c.dim, c.channels, c.features, c.blocks);
+    Weights w = random_weights(g, 31);
+    const at::Tensor x = rnd(c.shape, 32), x2 = rnd(c.shape, 33);
+    const at::Tensor ref = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.2);
+    const at::Tensor ref2 = make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.07);
+    for (const at::Device dev : devices) {
+      CAPTURE(dev.str());
+      NativeOptions first;
+      first.warm_up_on_first_call = true;
+      auto lazy = make_native(g, w, dev, at::kDouble, c.shape, first);
+      auto eager_warm = make_native(g, w, dev, at::kDouble, c.shape);
+      CHECK(!lazy->graph_captured());  // nothing run yet
+      const at::Tensor y = lazy->forward(x.to(dev), 0.2);
+      CHECK(lazy->graph_captured() == dev.is_cuda());
+      CHECK(y.abs().max().item<double>() > 0);
+      CHECK(rel_err(y, ref) < 1e-12);
+      CHECK(rel_err(y, eager_warm->forward(x.to(dev), 0.2)) < 1e-13);
+      // the next calls: another input and sigma (the replay on CUDA), then the first again
+      CHECK(rel_err(lazy->forward(x2.to(dev), 0.07), ref2) < 1e-12);
+      CHECK(rel_err(lazy->forward(x.to(dev), 0.2), y) < 1e-14);
+    }
+  }
+}
+
 TEST_CASE("native equals eager on CUDA (float32, float64, bf16), graph captured, sigma replayed") {
   if (!at::hasCUDA()) {
     MESSAGE("no CUDA device: CUDA cases skipped");

@@ -33,7 +33,8 @@ def check_schema(path):
         # the first iteration is measured from program start to its end: the set-up's parts and
         # iteration 1 itself, sequential wall intervals on each rank, fit inside it (a stable
         # iteration need not be shorter: on a loaded machine it can take longer)
-        parts = ["start", "communicator", "data", "denoiser", "resume", "data_check", "step_size", "initial_image"]
+        parts = ["mpi", "configuration", "plan", "communicator", "data", "denoiser", "resume", "data_check", "step_size", "initial_image"]
+        assert sorted(f["/timings/setup"].keys()) == sorted(parts), list(f["/timings/setup"].keys())
         setup = np.array([f["/timings/setup/" + p][()] for p in parts])
         assert setup.shape == (len(parts), ranks) and np.all(setup >= 0), setup
         first = f["/timings/first_iteration"][()]

@@ -30,6 +30,34 @@ Config gd_config() {
 }
 }  // namespace
 
+TEST_CASE("the simulated problem, each rank its share, equals the whole image simulated on every rank") {
+  for (std::string phantom : {"shepp_logan", "ellipses"}) {
+    for (std::string decomposition : {"slabs", "grid"}) {
+      CAPTURE(phantom);
+      CAPTURE(decomposition);
+      Config cfg = gd_config();
+      cfg.problem.phantom = phantom;
+      auto d = plan_decomposition(cfg.problem.size, world_size(), decomposition, {}, 1, 1);
+      auto comm = make_communicator("mpi", MPI_COMM_WORLD, at::kCPU, 1, 0);
+      const Problem share = setup_problem(cfg, d, world_rank(), at::kCPU, comm.get());
+      const Problem whole = setup_problem(cfg, d, world_rank(), at::kCPU);
+      // the tile of the truth and its range: the same pixels, exactly
+      CHECK(share.truth_own.sizes() == whole.truth_own.sizes());
+      CHECK(at::equal(share.truth_own, whole.truth_own));
+      CHECK(share.truth_min == whole.truth_min);
+      CHECK(share.truth_max == whole.truth_max);
+      CHECK(whole.truth_max > whole.truth_min);  // content, not a flat image
+      // the sinogram: the tiles' projections summed in float64, then rounded (exact on one rank)
+      REQUIRE(share.y.sizes() == whole.y.sizes());
+      const double ymax = whole.y.abs().max().item<double>();
+      CHECK(ymax > 1.0);
+      const double rel = ((share.y - whole.y).norm() / whole.y.norm()).item<double>();
+      CHECK(rel <= 1e-7);
+      if (world_size() == 1) CHECK(at::equal(share.y, whole.y));
+    }
+  }
+}
+
 TEST_CASE("identity denoiser: PnP is gradient descent, matching a float64 reference loop") {
   Config cfg = gd_config();
   auto d = plan_decomposition(cfg.problem.size, world_size(), "slabs", {}, 1, 1);

@@ -53,6 +53,11 @@ struct NativeOptions {
   bool autotune = true;    // cuDNN benchmark mode during the compile warm-up (CUDA)
   bool cuda_graph = true;  // capture the whole forward as one CUDA graph (CUDA)
   int warmup_calls = 1;    // compile-time warm-up runs (autotuning, validation) before capture
+  // The warm-up runs in the first forward instead, on its input, and returns that output; the
+  // graph is captured after it. The first call is then the warm-up rather than one more
+  // forward: pnp_recon sets it (study_4096 at 4096²: one DRUNet forward, about 0.3 s, less in
+  // the first iteration). compile_seconds() counts make_native and the capture only.
+  bool warm_up_on_first_call = false;
   // bf16 on CUDA: also use cuDNN's fused conv+ReLU / conv+add+ReLU (float32 always does). An
   // op cuDNN rejects falls back to generic ops during the warm-up (see notes()). On by default:
   // DRUNet 4096² bf16 153 ms fused against 166 ms generic, same accuracy (H200, 2026-12-01).
