@@ -25,8 +25,10 @@ PHASES = ("forward_projection", "allreduce", "backprojection", "step",
           "halo_exchange", "denoise", "clamp")
 """Phases of one PnP iteration, in execution order (``total`` is their device-event sum)."""
 
-SETUP_PARTS = ("start", "communicator", "data", "denoiser", "resume", "data_check", "step_size", "initial_image")
-"""The parts of the set-up before iteration 1, /timings/setup/<part> (files since 2026-12-01)."""
+SETUP_PARTS = ("mpi", "configuration", "plan", "communicator", "data", "denoiser", "resume", "data_check",
+               "step_size", "initial_image")
+"""The parts of the set-up before iteration 1, /timings/setup/<part> (files since 2026-12-01; the
+first three were one part, ``start``, in the files of that day before its evening)."""
 
 RECON_DATASETS = {
     # path: (units, required)
