@@ -22,7 +22,8 @@ std::string setup_description(const std::string& part) {
       {"plan", "the plan: device, decomposition, memory plans, output checks, per rank"},
       {"communicator", "making the communicator (MPI, NCCL), per rank"},
       {"data", "reading the sinogram, or simulating it (phantom, forward projection, noise), per rank"},
-      {"denoiser", "building the denoiser: weights, and the compile (native / inductor), per rank"},
+      {"denoiser", "building the denoiser: graph and weights (native and inductor compile at their first call, "
+                   "in iteration 1), per rank"},
       {"resume", "reading the checkpoint (output.resume; ~0 otherwise), per rank"},
       {"data_check", "the ranks' agreement on the data (a hash of the sinogram), per rank"},
       {"step_size", "the step size: the distributed power method for ||A^T A|| (or the checkpoint's), per rank"},
