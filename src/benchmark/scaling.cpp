@@ -28,14 +28,6 @@ namespace {
 // where the real one also packs the few rows it sends).
 class LocalFill final : public nn::HaloExchanger {
  public:
-  void exchange(const nn::Node& h, at::Tensor& grown) override {
-    const auto& a = h.attrs;
-    for (int d = 0; d < static_cast<int>(grown.dim()) - 2; ++d) {
-      if (a.halo_peer_lo[d] && a.halo_lo[d] > 0) grown.narrow(2 + d, 0, a.halo_lo[d]).zero_();
-      if (a.halo_peer_hi[d] && a.halo_hi[d] > 0)
-        grown.narrow(2 + d, grown.size(2 + d) - a.halo_hi[d], a.halo_hi[d]).zero_();
-    }
-  }
   // Zero strips of the shapes a neighbour would send, made once per node and tile shape.
   nn::HaloStrips exchange_strips(const nn::Node& h, const at::Tensor& tile) override {
     const auto& a = h.attrs;
@@ -43,13 +35,13 @@ class LocalFill final : public nn::HaloExchanger {
     auto [it, fresh] = strips_.try_emplace(std::make_pair(h.id, tile.sizes().vec()));
     if (fresh) {
       it->second.resize(static_cast<size_t>(dim));
+      const std::vector<int64_t> extent(tile.sizes().begin() + 2, tile.sizes().end());
       for (int d = 0; d < dim; ++d)
         for (int side = 0; side < 2; ++side) {
-          const int64_t width = side == 0 ? a.halo_lo[d] : a.halo_hi[d];
-          if (!(side == 0 ? a.halo_peer_lo[d] : a.halo_peer_hi[d]) || width == 0) continue;
-          std::vector<int64_t> shape = tile.sizes().vec();
-          for (int e = 0; e < d; ++e) shape[static_cast<size_t>(2 + e)] += a.halo_lo[e] + a.halo_hi[e];
-          shape[static_cast<size_t>(2 + d)] = width;
+          if (!(side == 0 ? a.halo_peer_lo[d] : a.halo_peer_hi[d]) || (side == 0 ? a.halo_lo[d] : a.halo_hi[d]) == 0)
+            continue;
+          std::vector<int64_t> shape{tile.size(0), tile.size(1)};
+          for (int64_t s : nn::halo_strip_region(a, extent, d, side).size) shape.push_back(s);
           it->second[static_cast<size_t>(d)][static_cast<size_t>(side)] = at::zeros(shape, tile.options());
         }
     }

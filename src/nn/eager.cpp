@@ -103,29 +103,28 @@ at::Tensor apply_halo(const Node& n, int dim, const at::Tensor& x, HaloExchanger
   return y;
 }
 
-namespace {
-// A region of the grown tensor in grown coordinates: per spatial axis, first index and extent.
-struct Region {
-  std::vector<int64_t> lo, size;
-};
-
-// The region of axis d's lo (side 0) or hi (side 1) strip: the grown extent of earlier axes,
-// the side's width along d, the tile's extent of later axes.
-Region strip_region(const Attrs& a, const std::vector<int64_t>& tile, int d, int side) {
+HaloRegion halo_region(const Attrs& a, const std::vector<int64_t>& tile, int axis, int64_t offset, int64_t width) {
   const int dim = static_cast<int>(tile.size());
-  Region r{std::vector<int64_t>(dim), std::vector<int64_t>(dim)};
+  HaloRegion r{std::vector<int64_t>(static_cast<size_t>(dim)), std::vector<int64_t>(static_cast<size_t>(dim))};
   for (int e = 0; e < dim; ++e) {
-    if (e < d) r.lo[e] = 0, r.size[e] = a.halo_lo[e] + tile[e] + a.halo_hi[e];
-    else if (e > d) r.lo[e] = a.halo_lo[e], r.size[e] = tile[e];
-    else if (side == 0) r.lo[e] = 0, r.size[e] = a.halo_lo[e];
-    else r.lo[e] = a.halo_lo[e] + tile[e], r.size[e] = a.halo_hi[e];
+    const size_t i = static_cast<size_t>(e);
+    if (e < axis) r.lo[i] = 0, r.size[i] = a.halo_lo[i] + tile[i] + a.halo_hi[i];
+    else if (e > axis) r.lo[i] = a.halo_lo[i], r.size[i] = tile[i];
+    else r.lo[i] = offset, r.size[i] = width;
   }
   return r;
 }
 
+HaloRegion halo_strip_region(const Attrs& a, const std::vector<int64_t>& tile, int axis, int side) {
+  const size_t d = static_cast<size_t>(axis);
+  return side == 0 ? halo_region(a, tile, axis, 0, a.halo_lo[d])
+                   : halo_region(a, tile, axis, a.halo_lo[d] + tile[d], a.halo_hi[d]);
+}
+
+namespace {
 // Copies the part of `src` (holding region `from` of the grown tensor) that falls inside
 // `out` (holding the region starting at box_lo, of out's extent).
-void copy_overlap(at::Tensor& out, const std::vector<int64_t>& box_lo, const at::Tensor& src, const Region& from) {
+void copy_overlap(at::Tensor& out, const std::vector<int64_t>& box_lo, const at::Tensor& src, const HaloRegion& from) {
   at::Tensor o = out, f = src;
   for (size_t e = 0; e < box_lo.size(); ++e) {
     const int64_t a = std::max(box_lo[e], from.lo[e]);
@@ -150,7 +149,7 @@ void halo_box_into(at::Tensor& out, const Node& n, const at::Tensor& tile, const
   if (static_cast<int>(box_lo.size()) != dim || out.dim() != tile.dim())
     throw Error("halo_box_into at " + n.name + ": box rank differs from the tile's");
   out.fill_(a.fill);  // the image-border sides; everything else is overwritten below
-  Region inner{std::vector<int64_t>(dim), t};
+  HaloRegion inner{std::vector<int64_t>(static_cast<size_t>(dim)), t};
   for (int e = 0; e < dim; ++e) inner.lo[e] = a.halo_lo[e];
   copy_overlap(out, box_lo, tile, inner);
   // axis by axis, as the exchange fills them: later axes' strips hold the corners
@@ -159,7 +158,7 @@ void halo_box_into(at::Tensor& out, const Node& n, const at::Tensor& tile, const
       const bool peer = side == 0 ? a.halo_peer_lo[d] : a.halo_peer_hi[d];
       const int64_t width = side == 0 ? a.halo_lo[d] : a.halo_hi[d];
       if (!peer || width == 0) continue;
-      const Region r = strip_region(a, t, d, side);
+      const HaloRegion r = halo_strip_region(a, t, d, side);
       const at::Tensor* st = static_cast<size_t>(d) < strips.size() && strips[d][side].defined() ? &strips[d][side] : nullptr;
       if (!st) {  // fine only when the box does not reach this strip
         bool reaches = true;
@@ -172,22 +171,24 @@ void halo_box_into(at::Tensor& out, const Node& n, const at::Tensor& tile, const
     }
 }
 
-HaloStrips HaloExchanger::exchange_strips(const Node& halo, const at::Tensor& tile) {
-  const int dim = static_cast<int>(tile.dim()) - 2;
-  const at::Tensor grown = apply_halo(halo, dim, tile, this);
+void HaloExchanger::exchange(const Node& halo, at::Tensor& grown) {
+  const auto& a = halo.attrs;
+  const int dim = static_cast<int>(grown.dim()) - 2;
+  at::Tensor tile = grown;
+  for (int e = 0; e < dim; ++e)
+    tile = tile.narrow(2 + e, a.halo_lo[static_cast<size_t>(e)],
+                       grown.size(2 + e) - a.halo_lo[static_cast<size_t>(e)] - a.halo_hi[static_cast<size_t>(e)]);
   const std::vector<int64_t> t = tile_extent(tile);
-  HaloStrips strips(static_cast<size_t>(dim));
-  for (int d = 0; d < dim; ++d)
+  const HaloStrips strips = exchange_strips(halo, tile);
+  for (int d = 0; d < dim && static_cast<size_t>(d) < strips.size(); ++d)
     for (int side = 0; side < 2; ++side) {
-      const auto& a = halo.attrs;
-      if (!(side == 0 ? a.halo_peer_lo[d] : a.halo_peer_hi[d]) || (side == 0 ? a.halo_lo[d] : a.halo_hi[d]) == 0)
-        continue;
-      const Region r = strip_region(a, t, d, side);
+      const at::Tensor& st = strips[static_cast<size_t>(d)][static_cast<size_t>(side)];
+      if (!st.defined()) continue;
+      const HaloRegion r = halo_strip_region(a, t, d, side);
       at::Tensor v = grown;
-      for (int e = 0; e < dim; ++e) v = v.narrow(2 + e, r.lo[e], r.size[e]);
-      strips[static_cast<size_t>(d)][static_cast<size_t>(side)] = v.contiguous();
+      for (int e = 0; e < dim; ++e) v = v.narrow(2 + e, r.lo[static_cast<size_t>(e)], r.size[static_cast<size_t>(e)]);
+      v.copy_(st);
     }
-  return strips;
 }
 
 namespace {

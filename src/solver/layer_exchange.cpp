@@ -19,60 +19,15 @@ void LayerExchange::check_thin(const nn::Node& halo, int d, int64_t tile) const 
                 std::to_string(d) + ", thinner than the halo its neighbour needs");
 }
 
-void LayerExchange::exchange(const nn::Node& halo, at::Tensor& grown) {
-  const auto& a = halo.attrs;
-  const int dim = static_cast<int>(grown.dim()) - 2;
-  if (dim != 2) throw Error("layer halo: 2-d images only");
-  std::vector<int64_t> tile(2);
-  for (int e = 0; e < 2; ++e) tile[e] = grown.size(2 + e) - a.halo_lo[e] - a.halo_hi[e];
-  for (int d = 0; d < 2; ++d) {
-    if (!axes_[d].split) continue;
-    const int64_t p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
-    check_thin(halo, d, tile[d]);
-    // A strip across axis d: [offset, offset + width) along d, the grown extent of earlier axes,
-    // the tile of later ones.
-    auto strip = [&](int64_t offset, int64_t width) {
-      at::Tensor v = grown.narrow(2 + d, offset, width);
-      for (int e = d + 1; e < 2; ++e) v = v.narrow(2 + e, a.halo_lo[e], tile[e]);
-      return v;
-    };
-    struct Piece {
-      int peer;
-      at::Tensor view;
-    };
-    std::vector<Piece> sends, recvs;
-    if (lo_peer_[d] >= 0 && inner > 0) sends.push_back({lo_peer_[d], strip(a.halo_lo[d], inner)});
-    if (hi_peer_[d] >= 0 && p > 0) sends.push_back({hi_peer_[d], strip(a.halo_lo[d] + tile[d] - p, p)});
-    if (lo_peer_[d] >= 0 && p > 0) recvs.push_back({lo_peer_[d], strip(0, p)});
-    if (hi_peer_[d] >= 0 && inner > 0) recvs.push_back({hi_peer_[d], strip(a.halo_lo[d] + tile[d], inner)});
-    if (sends.empty() && recvs.empty()) continue;
-    auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, grown.sizes().vec(), 0));
-    Buffers& b = it->second;
-    if (fresh) {
-      const auto opts = grown.options().memory_format(at::MemoryFormat::Contiguous);
-      for (const auto& pc : sends) b.sends.push_back({pc.peer, at::empty(pc.view.sizes(), opts)});
-      for (const auto& pc : recvs) b.recvs.push_back({pc.peer, at::empty(pc.view.sizes(), opts)});
-    }
-    for (size_t i = 0; i < sends.size(); ++i) b.sends[i].buffer.copy_(sends[i].view);
-    comm_.start_exchange(b.sends, b.recvs)->wait();
-    for (size_t i = 0; i < recvs.size(); ++i) recvs[i].view.copy_(b.recvs[i].buffer);
-  }
-}
-
 bool LayerExchange::post_axis(const nn::Node& halo, const at::Tensor& tile, int d, const nn::HaloStrips& strips) {
   const auto& a = halo.attrs;
   const int64_t t = tile.size(2 + d), p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
   check_thin(halo, d, t);
-  // The grown tensor's box from `offset` along d (width w): earlier axes' grown extent, later
-  // axes' tile, the same strips exchange() sends.
+  // The grown tensor's strip from `offset` along d (width w)
+  const std::vector<int64_t> extent{tile.size(2), tile.size(3)};
   auto box = [&](int64_t offset, int64_t w) {
-    std::vector<int64_t> lo(2), size(2);
-    for (int e = 0; e < 2; ++e) {
-      if (e < d) lo[e] = 0, size[e] = a.halo_lo[e] + tile.size(2 + e) + a.halo_hi[e];
-      else if (e > d) lo[e] = a.halo_lo[e], size[e] = tile.size(2 + e);
-      else lo[e] = offset, size[e] = w;
-    }
-    return std::make_pair(lo, size);
+    nn::HaloRegion r = nn::halo_region(a, extent, d, offset, w);
+    return std::make_pair(std::move(r.lo), std::move(r.size));
   };
   std::vector<std::tuple<int, std::vector<int64_t>, std::vector<int64_t>>> sends;  // peer, box, shape
   std::vector<std::pair<int, std::vector<int64_t>>> recvs;                        // peer, shape
@@ -90,7 +45,7 @@ bool LayerExchange::post_axis(const nn::Node& halo, const at::Tensor& tile, int 
   if (lo_peer_[d] >= 0 && p > 0) recvs.emplace_back(lo_peer_[d], shape(box(0, p).second));
   if (hi_peer_[d] >= 0 && inner > 0) recvs.emplace_back(hi_peer_[d], shape(box(a.halo_lo[d] + t, inner).second));
   if (sends.empty() && recvs.empty()) return false;
-  auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, tile.sizes().vec(), 1));
+  auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, tile.sizes().vec()));
   Buffers& b = it->second;
   if (fresh) {
     const auto opts = tile.options().memory_format(at::MemoryFormat::Contiguous);

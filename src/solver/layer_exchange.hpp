@@ -20,15 +20,13 @@ class LayerExchange final : public nn::HaloExchanger {
   LayerExchange(Communicator& comm, const Decomposition& d);
   // This rank's view of the split, for nn::with_layer_halos (= layer_neighbours(d, rank)).
   const std::vector<nn::AxisNeighbours>& axes() const { return axes_; }
-  // Fills the neighbour sides of `grown` axis by axis (two phases on a grid): for each split
+  // The neighbours' strips of the tile, axis by axis (two phases on a grid): for each split
   // axis, this rank's first (kernel - stride - padding) and last (padding) tile rows go to the
-  // neighbours before and after, theirs come back into the grown sides. Strips span the grown
-  // extent of earlier axes and the tile's extent of later ones. Send and receive buffers are
-  // allocated once per (node, axis, shape), at fixed addresses, so a CUDA graph can capture
-  // the exchange (NCCL).
-  void exchange(const nn::Node& halo, at::Tensor& grown) override;
-  // The same messages, from the tile and the strips received so far (axis 0 before axis 1),
-  // into fixed buffers that are returned as the strips: no grown tensor.
+  // neighbours before and after, packed from the tile and the strips received so far (axis 0
+  // before axis 1: the corners); theirs come back. Send and receive buffers are allocated once
+  // per (node, axis, tile shape), at fixed addresses, and the receive buffers are the strips
+  // returned, so a CUDA graph can capture the exchange (NCCL). HaloExchanger::exchange fills a
+  // grown tensor from them.
   nn::HaloStrips exchange_strips(const nn::Node& halo, const at::Tensor& tile) override;
   // The same in two halves: start_strips packs and posts the first split axis's messages,
   // finish_strips completes them, then exchanges the later axis (which carries the corners and
@@ -43,8 +41,8 @@ class LayerExchange final : public nn::HaloExchanger {
   Communicator& comm_;
   std::vector<nn::AxisNeighbours> axes_;
   std::vector<int> lo_peer_, hi_peer_;  // per axis, -1 when none
-  // per (node, axis, shape, 0 = exchange / 1 = exchange_strips)
-  std::map<std::tuple<int, int, std::vector<int64_t>, int>, Buffers> buffers_;
+  // per (node, axis, tile shape)
+  std::map<std::tuple<int, int, std::vector<int64_t>>, Buffers> buffers_;
   void check_thin(const nn::Node& halo, int d, int64_t tile) const;
   // Packs and posts axis d's strips (false when this rank has none along d); collect_axis
   // waits for them and puts the received ones into strips[d].

@@ -39,11 +39,12 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> layouts(int ranks) {
   return l;
 }
 
-// An exchanger with exchange() only: exchange_strips is HaloExchanger's default (grow, then cut).
-class GrownOnly final : public nn::HaloExchanger {
+// An exchanger with exchange_strips() only: start_strips / finish_strips are HaloExchanger's
+// defaults (nothing started, all of it in finish).
+class StripsOnly final : public nn::HaloExchanger {
  public:
-  explicit GrownOnly(LayerExchange& ex) : ex_(ex) {}
-  void exchange(const nn::Node& h, at::Tensor& grown) override { ex_.exchange(h, grown); }
+  explicit StripsOnly(LayerExchange& ex) : ex_(ex) {}
+  nn::HaloStrips exchange_strips(const nn::Node& h, const at::Tensor& tile) override { return ex_.exchange_strips(h, tile); }
 
  private:
   LayerExchange& ex_;
@@ -77,9 +78,10 @@ TEST_CASE("layer halo: every rank's tile equals the 1-rank result (eager and nat
           if (R == 1) CHECK(gl.to_json() == g.to_json());  // one rank: the graph is unchanged
           const at::Tensor xt = x.narrow(2, own.r0, own.rows()).narrow(3, own.c0, own.cols()).to(dt).contiguous();
           const at::Tensor rt = ref.narrow(2, own.r0, own.rows()).narrow(3, own.c0, own.cols());
-          GrownOnly grown_only(ex);
-          // eager; native growing a copy at every halo node; native copy-free over
-          // LayerExchange::exchange_strips; native copy-free over the default exchange_strips
+          StripsOnly strips_only(ex);
+          // eager (HaloExchanger::exchange into the grown tensor); native growing a copy at every
+          // halo node; native copy-free over LayerExchange's start_strips / finish_strips;
+          // native copy-free over the default start_strips / finish_strips
           for (const int variant : {0, 1, 2, 3}) {
             CAPTURE(arch);
             CAPTURE(n);
@@ -90,7 +92,7 @@ TEST_CASE("layer halo: every rank's tile equals the 1-rank result (eager and nat
             std::unique_ptr<nn::Executor> e;
             if (variant > 0) {
               nn::NativeOptions o;
-              o.exchanger = variant == 3 ? static_cast<nn::HaloExchanger*>(&grown_only) : &ex;
+              o.exchanger = variant == 3 ? static_cast<nn::HaloExchanger*>(&strips_only) : &ex;
               o.copy_free_halo = variant >= 2;
               o.copy_free_min_bytes = 0;  // these tiles are small: copy-free at every halo
               e = nn::make_native(gl, w, at::kCPU, dt, xt.sizes().vec(), o);

@@ -47,32 +47,40 @@ class Executor {
 at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& params,
                       double sigma, const at::Tensor& sigma_per_sample = {}, bool training = false);
 
+// A region of the grown tensor of a halo node (attrs `a`, over a tile of spatial extent `tile`),
+// in grown coordinates: per spatial axis, its first index and extent. A halo strip across
+// `axis` is [offset, offset + width) along it, the grown extent of the earlier axes and the
+// tile's extent of the later ones: what every exchange sends and receives (HaloStrips).
+struct HaloRegion {
+  std::vector<int64_t> lo, size;
+};
+HaloRegion halo_region(const Attrs& a, const std::vector<int64_t>& tile, int axis, int64_t offset, int64_t width);
+// The region of the strip received on axis d's lo (side 0) or hi (side 1) side.
+HaloRegion halo_strip_region(const Attrs& a, const std::vector<int64_t>& tile, int axis, int side);
+
 // The exchange behind a halo node (OpKind::halo, with_layer_halos), implemented over the
-// ranks' communicator outside nn (src/solver/layer_exchange.cpp). `grown` is the node's output
-// with the tile in its interior and the image-border sides already filled; exchange() fills
-// the sides marked halo_peer_* from the neighbours' tiles and sends them this rank's strips,
-// axis 0 first, then axis 1 including axis 0's halo (corners without diagonal messages).
+// ranks' communicator outside nn (src/solver/layer_exchange.cpp).
 //
-// exchange_strips() is the same exchange, the same messages in the same order, without the
-// grown tensor: it takes the tile and returns the neighbours' strips only (the native
-// executor's copy-free halo, halo_box). strips[d][0] / [1] are the lo / hi side along axis d,
-// defined where that side comes from a neighbour and has a width; a strip spans the grown
-// extent of earlier axes and the tile's extent of later ones (so axis 1's strips hold the
-// corners). The default implementation grows the tile with apply_halo and cuts the strips out
-// of it; LayerExchange sends from and receives into fixed buffers and returns those (they stay
-// valid until the same node is exchanged again).
+// exchange_strips() is the primitive: it takes the tile and returns the neighbours' strips,
+// axis 0 first, then axis 1 including axis 0's halo (corners without diagonal messages), and
+// sends them this rank's. strips[d][0] / [1] are the lo / hi side along axis d, defined where
+// that side comes from a neighbour and has a width, with the shape of halo_strip_region (so
+// axis 1's strips hold the corners). LayerExchange sends from and receives into fixed buffers
+// and returns those (they stay valid until the same node is exchanged again).
 using HaloStrips = std::vector<std::array<at::Tensor, 2>>;
 class HaloExchanger {
  public:
   virtual ~HaloExchanger() = default;
-  virtual void exchange(const Node& halo, at::Tensor& grown) = 0;
-  virtual HaloStrips exchange_strips(const Node& halo, const at::Tensor& tile);
+  virtual HaloStrips exchange_strips(const Node& halo, const at::Tensor& tile) = 0;
   // exchange_strips in two halves, so that work on the tile can overlap the transfer: start
   // posts what it can, finish completes the exchange and returns the strips (the tile must be
   // unchanged in between). One exchange at a time. Default: start does nothing, finish is
   // exchange_strips.
   virtual void start_strips(const Node& halo, const at::Tensor& tile) { (void)halo, (void)tile; }
   virtual HaloStrips finish_strips(const Node& halo, const at::Tensor& tile) { return exchange_strips(halo, tile); }
+  // The grown tensor's neighbour sides (apply_halo's: the tile in its interior, the image-border
+  // sides already filled), from exchange_strips on its interior: each strip copied into its side.
+  void exchange(const Node& halo, at::Tensor& grown);
 };
 
 // A halo node on one rank: a new tensor of the grown shape (x's memory format), x in the
