@@ -108,6 +108,12 @@ bool exists(H5File& f, const std::string& path);  // dataset or group, any depth
 // The declared shape of a dataset, read without reading (or allocating for) its data: check
 // it before calling read<T>.
 std::vector<int64_t> shape_of(H5File& f, const std::string& path);
+// The stored element type of a numeric dataset: integer or floating point, and its bytes.
+struct ElementType {
+  bool integer = false;
+  size_t bytes = 0;
+};
+ElementType element_type_of(H5File& f, const std::string& path);
 std::vector<std::string> list_datasets(H5File& f, const std::string& group = "/");
 
 using AttrValue = std::variant<std::string, int64_t, double>;

@@ -292,6 +292,15 @@ std::vector<std::string> read_strings(H5File& f, const std::string& path) {
   return out;
 }
 
+ElementType element_type_of(H5File& f, const std::string& path) {
+  Handle ds = open_dataset(f, path);
+  Handle type(H5Dget_type(ds.id()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(type.id());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+    throw InputError("dataset '" + path + "' in " + f.path().string() + " is not numeric");
+  return {cls == H5T_INTEGER, H5Tget_size(type.id())};
+}
+
 std::vector<int64_t> shape_of(H5File& f, const std::string& path) {
   Handle ds = open_dataset(f, path);
   return dataset_shape(f, ds.id(), path);

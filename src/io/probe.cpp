@@ -49,7 +49,7 @@ bool has_variable_length(hid_t t) { return H5Tdetect_class(t, H5T_VLEN) > 0 || H
 
 // The type a probe read converts to: a number's own file type (the bytes as stored: no
 // conversion, which is not what can crash, and HDF5 1.10 converts 16-bit floats one element
-// at a time, 0.3 s for drunet_ct's 1.3 M scales), the native type otherwise (variable-length
+// at a time, 0.3 s for drunet_ct's 3.8 M scales), the native type otherwise (variable-length
 // data must be read as native to be reclaimed).
 hid_t memory_type(hid_t ftype) {
   const H5T_class_t c = H5Tget_class(ftype);

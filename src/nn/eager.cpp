@@ -148,10 +148,15 @@ void halo_box_into(at::Tensor& out, const Node& n, const at::Tensor& tile, const
   const int dim = static_cast<int>(t.size());
   if (static_cast<int>(box_lo.size()) != dim || out.dim() != tile.dim())
     throw Error("halo_box_into at " + n.name + ": box rank differs from the tile's");
-  out.fill_(a.fill);  // the image-border sides; everything else is overwritten below
   HaloRegion inner{std::vector<int64_t>(static_cast<size_t>(dim)), t};
-  for (int e = 0; e < dim; ++e) inner.lo[e] = a.halo_lo[e];
+  bool in_tile = true;  // the box lies in the tile: one copy (a strip a rank sends along axis 0)
+  for (int e = 0; e < dim; ++e) {
+    inner.lo[e] = a.halo_lo[e];
+    in_tile = in_tile && box_lo[e] >= inner.lo[e] && box_lo[e] + out.size(2 + e) <= inner.lo[e] + t[e];
+  }
+  if (!in_tile) out.fill_(a.fill);  // the image-border sides; everything else is overwritten below
   copy_overlap(out, box_lo, tile, inner);
+  if (in_tile) return;
   // axis by axis, as the exchange fills them: later axes' strips hold the corners
   for (int d = 0; d < dim; ++d)
     for (int side = 0; side < 2; ++side) {

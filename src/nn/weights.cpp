@@ -159,6 +159,9 @@ at::Tensor read_tensor(io::H5File& f, const std::string& path, const std::string
   float* out = t.data_ptr<float>();
   const int64_t n = t.numel();
   if (enc == kInt8PerKernel) {  // w = code * scale, one scale per [out, in] kernel
+    if (const io::ElementType et = io::element_type_of(f, path); !et.integer || et.bytes != 1)
+      throw InputError("weights " + key + " are int8 per kernel (their 'encoding' attribute) but stored as " +
+                       std::to_string(8 * et.bytes) + "-bit " + (et.integer ? "integers" : "floats"));
     const auto a = io::read<int8_t>(f, path);  // the codes as stored (a quarter of the bytes)
     if (shape.size() < 2) throw InputError("weights " + key + " are int8 per kernel but have fewer than two axes");
     const std::string sp = "/weight_scales/" + key;

@@ -19,10 +19,14 @@ Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device devi
   auto global_max = [&](double v) { return comm ? comm->max(v) : v; };
   const bool ellipses = p.phantom == "ellipses";
   std::vector<float> img;
-  if (!own.empty()) {
+  auto raster = [&] {
+    if (own.empty()) return;
     const Window w{own.r0, own.c0, own.rows(), own.cols()};
     img = rasterize_window(ellipses ? random_ellipses(12, static_cast<uint64_t>(p.seed)) : shepp_logan_ellipses(), p.size, w);
-  }
+  };
+  // the one step that can fail on some ranks only, agreed on before the collectives below
+  if (comm) collectively(comm->mpi_comm(), raster);
+  else raster();
   const float inf = std::numeric_limits<float>::infinity();
   auto [lo_it, hi_it] = std::minmax_element(img.begin(), img.end());
   float lo = img.empty() ? inf : *lo_it, hi = img.empty() ? -inf : *hi_it;

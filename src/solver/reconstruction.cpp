@@ -142,7 +142,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   auto seconds = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
   auto part = [&](const char* name) {  // the wall time since the last part ended
     const auto now = std::chrono::steady_clock::now();
-    r.setup_.emplace_back(name, std::chrono::duration<double>(now - mark).count());
+    r.setup_.emplace_back(name, seconds(mark, now));
     mark = now;
   };
   r.setup_.emplace_back("mpi", seconds(t0, marks.mpi));

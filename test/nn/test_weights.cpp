@@ -160,6 +160,22 @@ TEST_CASE("float16 and int8 encodings: sizes, round trip error, and what the fil
   CHECK(size(p8) < 0.40 * size(p32));
 }
 
+TEST_CASE("int8 codes must be stored as 8-bit integers") {
+  auto dir = pnp::test::scratch_dir("nn_weights_int8_type");
+  DenoiserSpec s;
+  s.architecture = "dncnn";
+  Graph g = build(s);
+  const std::string path = (dir / "float_codes.h5").string();
+  save_weights(path, g, init_weights(g, 3), WeightEncoding::float32);
+  {  // a float32 tensor that claims to be int8 codes, with scales
+    auto f = io::H5File::open(path, /*writable=*/true);
+    io::write_attr(f, "/weights/conv_list.3.weight", "encoding", std::string("int8_per_kernel"));
+    const std::vector<float> scales(64 * 64, 0.01f);
+    io::write(f, "/weight_scales/conv_list.3.weight", scales.data(), {64, 64}, "1", "scales");
+  }
+  CHECK_THROWS_WITH_AS(load_weights(path, g), doctest::Contains("stored as 32-bit floats"), InputError);
+}
+
 TEST_CASE("the loader checks declared shapes before reading, and refuses non-finite weights") {
   auto dir = pnp::test::scratch_dir("nn_weights_hostile");
   Graph g = small("dncnn");
