@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from . import schema
-from .io import SchemaError, _open_checked, gpu_label, gpu_type
+from .io import RunLabels, SchemaError, _open_checked, gpu_type
 
 try:                     # Python >= 3.11
     import tomllib
@@ -55,7 +55,7 @@ def figure_size_px(n_rows: int, n_cols: int) -> tuple[int, int]:
 
 
 @dataclass
-class ReconImage:
+class ReconImage(RunLabels):
     """What the figure needs of one pnp_recon file (the images stay in the file)."""
     path: Path
     attrs: dict
@@ -64,18 +64,6 @@ class ReconImage:
     psnr: np.ndarray | None  # [iterations], NaN where not computed; None when absent
     ssim: np.ndarray | None
     precision: str | None    # [denoiser] precision of the config, None when not given
-
-    @property
-    def gpu(self) -> str:
-        return gpu_label(self.attrs["gpu_names"])
-
-    @property
-    def mode(self) -> str:
-        return str(self.attrs["compile_mode"])
-
-    @property
-    def backend(self) -> str:
-        return "eager" if self.mode == "none" else str(self.attrs["compile_backend"])
 
     @property
     def run_key(self) -> tuple:

@@ -87,8 +87,26 @@ def run_key_sort(key: RunKey):
     return (key.gpu, key.ranks, _mode_order(key.mode), key.backend)
 
 
+class RunLabels:
+    """What a pnp_recon file's root attributes (``self.attrs``) say of its run: the GPU, the
+    compile mode and the backend. Shared by the readers of timings and of images."""
+
+    @property
+    def gpu(self) -> str:
+        return gpu_label(self.attrs["gpu_names"])
+
+    @property
+    def mode(self) -> str:
+        return str(self.attrs["compile_mode"])
+
+    @property
+    def backend(self) -> str:
+        """The compile backend; 'eager' for mode 'none', where no backend is involved."""
+        return "eager" if self.mode == "none" else str(self.attrs["compile_backend"])
+
+
 @dataclass
-class ReconRun:
+class ReconRun(RunLabels):
     """One pnp_recon output file (the reconstruction image itself is not loaded)."""
     path: Path
     attrs: dict
@@ -105,19 +123,6 @@ class ReconRun:
     @property
     def ranks(self) -> int:
         return int(self.attrs["ranks"])
-
-    @property
-    def gpu(self) -> str:
-        return gpu_label(self.attrs["gpu_names"])
-
-    @property
-    def mode(self) -> str:
-        return str(self.attrs["compile_mode"])
-
-    @property
-    def backend(self) -> str:
-        """The compile backend; 'eager' for mode 'none', where no backend is involved."""
-        return "eager" if self.mode == "none" else str(self.attrs["compile_backend"])
 
     @property
     def key(self) -> RunKey:

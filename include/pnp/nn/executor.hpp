@@ -4,10 +4,12 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include <array>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,20 @@ class Executor {
 // place, as nn.BatchNorm does in train mode).
 at::Tensor apply_node(const Node& n, int dim, const std::vector<at::Tensor>& in, const std::vector<at::Tensor>& params,
                       double sigma, const at::Tensor& sigma_per_sample = {}, bool training = false);
+
+// The sigma input of a compiled forward (native, inductor): a device buffer written only when
+// sigma changes, so that a forward captured in the solver's CUDA graph (post, fused) holds no
+// fill of its own, and set() before a replay gives it the iteration's sigma.
+struct SigmaBuffer {
+  at::Tensor value;                                       // undefined: the graph takes no sigma
+  double now = std::numeric_limits<double>::quiet_NaN();  // what `value` holds (NaN: unknown)
+  void set(double sigma) {
+    if (!value.defined() || sigma == now) return;
+    c10::OptionalDeviceGuard guard(value.device());
+    value.fill_(sigma);
+    now = sigma;
+  }
+};
 
 // A region of the grown tensor of a halo node (attrs `a`, over a tile of spatial extent `tile`),
 // in grown coordinates: per spatial axis, its first index and extent. A halo strip across

@@ -73,15 +73,7 @@ class InductorImpl final : public InductorExecutor {
   const std::vector<int64_t>& input_shape() const override { return shape_; }
   std::vector<std::string> notes() const override { return notes_; }
 
-  // The sigma buffer is written only when sigma changes: a forward captured in the solver's
-  // CUDA graph (post, fused) then holds no fill of its own, and set_sigma before a replay
-  // gives it the iteration's sigma.
-  void set_sigma(double sigma) override {
-    if (!sigma_buf_.defined() || sigma == sigma_now_) return;
-    c10::OptionalDeviceGuard guard(device_);
-    sigma_buf_.fill_(sigma);
-    sigma_now_ = sigma;
-  }
+  void set_sigma(double sigma) override { sigma_.set(sigma); }  // (SigmaBuffer: only when it changes)
 
   at::Tensor forward(const at::Tensor& x, double sigma) override {
     if (x.sizes().vec() != shape_)
@@ -106,7 +98,7 @@ class InductorImpl final : public InductorExecutor {
 
   at::Tensor run() {
     std::vector<at::Tensor> in{static_in_};
-    if (sigma_buf_.defined()) in.push_back(sigma_buf_);
+    if (sigma_.value.defined()) in.push_back(sigma_.value);
     void* stream = nullptr;
 #ifdef PNP_HAVE_CUDA
     if (device_.is_cuda()) stream = c10::cuda::getCurrentCUDAStream(device_.index()).stream();
@@ -147,7 +139,7 @@ class InductorImpl final : public InductorExecutor {
     loader_->load_constants(constants, /*use_inactive=*/false, /*check_full_update=*/true, /*user_managed=*/false);
     auto opts = at::TensorOptions().device(device_).dtype(dtype_);
     static_in_ = at::zeros(shape_, opts);
-    if (meta["pnp.inputs"] == "x,sigma") sigma_buf_ = at::full({}, 0.1, opts);
+    if (meta["pnp.inputs"] == "x,sigma") sigma_.value = at::full({}, 0.1, opts);
     run();  // warm-up: lazy kernel loading and workspace allocation happen before any capture
 #ifdef PNP_HAVE_CUDA
     if (device_.is_cuda()) at::cuda::getCurrentCUDAStream(device_.index()).synchronize();
@@ -160,8 +152,8 @@ class InductorImpl final : public InductorExecutor {
   std::vector<int64_t> shape_;
   std::string key_, package_;
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
-  at::Tensor static_in_, sigma_buf_;
-  double sigma_now_ = std::numeric_limits<double>::quiet_NaN();  // the value in sigma_buf_
+  at::Tensor static_in_;
+  SigmaBuffer sigma_;
   double compile_seconds_ = 0, exporter_seconds_ = 0, load_seconds_ = 0;
   bool compiled_here_ = false;
   std::vector<std::string> notes_;

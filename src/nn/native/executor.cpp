@@ -114,15 +114,7 @@ class NativeImpl final : public NativeExecutor {
   int64_t slot_bytes() const override { return plan_.total_slot_bytes(); }
   int slot_count() const override { return static_cast<int>(slots_.size()); }
 
-  // The sigma buffer is written only when sigma changes: a forward captured in the solver's
-  // CUDA graph (post, fused) then holds no fill of its own, and set_sigma before a replay
-  // gives it the iteration's sigma.
-  void set_sigma(double sigma) override {
-    if (!sigma_buf_.defined() || sigma == sigma_now_) return;
-    c10::OptionalDeviceGuard guard(device_);
-    sigma_buf_.fill_(sigma);
-    sigma_now_ = sigma;
-  }
+  void set_sigma(double sigma) override { sigma_.set(sigma); }  // (SigmaBuffer: only when it changes)
 
   at::Tensor forward(const at::Tensor& x, double sigma) override {
     if (x.sizes().vec() != shape_)
@@ -195,7 +187,7 @@ class NativeImpl final : public NativeExecutor {
     const int64_t esize = at::elementSize(dtype_);
     for (int64_t bytes : plan_.slot_bytes) slots_.push_back(at::empty({(bytes + esize - 1) / esize}, opts));
     static_in_ = at::empty_strided(shape_, strides_for(shape_, cl_), opts);
-    if (plan_.uses_sigma) sigma_buf_ = at::zeros({1}, opts);
+    if (plan_.uses_sigma) sigma_.value = at::zeros({1}, opts);
   }
 
   // Nearest upsampling by whole factors as one broadcast copy: y viewed as [N, C, D0, f0, D1, f1,
@@ -320,7 +312,7 @@ class NativeImpl final : public NativeExecutor {
       at::Tensor y = s.slot >= 0 ? slot_view(s) : at::Tensor();  // the out= ops write into their slot
       switch (s.kind) {
         case StepKind::sigma:
-          y = sigma_buf_.view(std::vector<int64_t>(s.shape.size(), 1)).expand(s.shape);
+          y = sigma_.value.view(std::vector<int64_t>(s.shape.size(), 1)).expand(s.shape);
           break;
         case StepKind::conv:
           y = s.halo >= 0 ? window_over_halo(s, t, in, s.z >= 0 ? &v[s.z] : nullptr)
@@ -404,7 +396,7 @@ class NativeImpl final : public NativeExecutor {
     }
     if (!on_input) {
       static_in_.uniform_(-1.0, 1.0);
-      if (sigma_buf_.defined()) sigma_buf_.fill_(0.1), sigma_now_ = 0.1;
+      sigma_.set(0.1);
     }
     auto& ctx = at::globalContext();
     const bool bench_before = ctx.benchmarkCuDNN();
@@ -487,8 +479,8 @@ class NativeImpl final : public NativeExecutor {
   native::Plan plan_;
   std::vector<Bound> bound_;  // one per plan step
   std::vector<at::Tensor> slots_, vals_;
-  at::Tensor static_in_, static_out_, sigma_buf_;
-  double sigma_now_ = std::numeric_limits<double>::quiet_NaN();  // the value in sigma_buf_
+  at::Tensor static_in_, static_out_;
+  SigmaBuffer sigma_;
   bool captured_ = false, validating_ = false, warmed_ = false;
   double compile_s_ = 0;
   std::vector<std::string> notes_;
