@@ -23,27 +23,19 @@ bool LayerExchange::post_axis(const nn::Node& halo, const at::Tensor& tile, int 
   const auto& a = halo.attrs;
   const int64_t t = tile.size(2 + d), p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
   check_thin(halo, d, t);
-  // The grown tensor's strip from `offset` along d (width w)
+  // the strip of the grown tensor from `offset` along d, `w` wide (nn::halo_region), and its shape
   const std::vector<int64_t> extent{tile.size(2), tile.size(3)};
-  auto box = [&](int64_t offset, int64_t w) {
-    nn::HaloRegion r = nn::halo_region(a, extent, d, offset, w);
-    return std::make_pair(std::move(r.lo), std::move(r.size));
+  auto region = [&](int64_t offset, int64_t w) { return nn::halo_region(a, extent, d, offset, w); };
+  auto shape = [&](const nn::HaloRegion& r) {
+    return std::vector<int64_t>{tile.size(0), tile.size(1), r.size[0], r.size[1]};
   };
   std::vector<std::tuple<int, std::vector<int64_t>, std::vector<int64_t>>> sends;  // peer, box, shape
   std::vector<std::pair<int, std::vector<int64_t>>> recvs;                        // peer, shape
-  auto shape = [&](const std::vector<int64_t>& size) {
-    return std::vector<int64_t>{tile.size(0), tile.size(1), size[0], size[1]};
-  };
-  if (lo_peer_[d] >= 0 && inner > 0) {
-    auto [lo, size] = box(a.halo_lo[d], inner);
-    sends.emplace_back(lo_peer_[d], lo, shape(size));
-  }
-  if (hi_peer_[d] >= 0 && p > 0) {
-    auto [lo, size] = box(a.halo_lo[d] + t - p, p);
-    sends.emplace_back(hi_peer_[d], lo, shape(size));
-  }
-  if (lo_peer_[d] >= 0 && p > 0) recvs.emplace_back(lo_peer_[d], shape(box(0, p).second));
-  if (hi_peer_[d] >= 0 && inner > 0) recvs.emplace_back(hi_peer_[d], shape(box(a.halo_lo[d] + t, inner).second));
+  auto send = [&](int peer, const nn::HaloRegion& r) { sends.emplace_back(peer, r.lo, shape(r)); };
+  if (lo_peer_[d] >= 0 && inner > 0) send(lo_peer_[d], region(a.halo_lo[d], inner));
+  if (hi_peer_[d] >= 0 && p > 0) send(hi_peer_[d], region(a.halo_lo[d] + t - p, p));
+  if (lo_peer_[d] >= 0 && p > 0) recvs.emplace_back(lo_peer_[d], shape(region(0, p)));
+  if (hi_peer_[d] >= 0 && inner > 0) recvs.emplace_back(hi_peer_[d], shape(region(a.halo_lo[d] + t, inner)));
   if (sends.empty() && recvs.empty()) return false;
   auto [it, fresh] = buffers_.try_emplace(std::make_tuple(halo.id, d, tile.sizes().vec()));
   Buffers& b = it->second;

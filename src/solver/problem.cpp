@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <tuple>
+#include <utility>
 
 #include "pnp/synthetic.hpp"
 #include "pnp/solver.hpp"
@@ -27,27 +27,31 @@ Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device devi
   // the one step that can fail on some ranks only, agreed on before the collectives below
   if (comm) collectively(comm->mpi_comm(), raster);
   else raster();
-  const float inf = std::numeric_limits<float>::infinity();
-  auto [lo_it, hi_it] = std::minmax_element(img.begin(), img.end());
-  float lo = img.empty() ? inf : *lo_it, hi = img.empty() ? -inf : *hi_it;
+  // the whole image's [min, max], from every rank's pixels
+  auto range = [&] {
+    const auto [lo, hi] = std::minmax_element(img.begin(), img.end());
+    const float inf = std::numeric_limits<float>::infinity();
+    return std::pair<float, float>{static_cast<float>(-global_max(img.empty() ? inf : -*lo)),
+                                   static_cast<float>(global_max(img.empty() ? -inf : *hi))};
+  };
   if (ellipses) {  // random_ellipse_image's normalisation to [0, 1], by the whole image's range
-    const float a = static_cast<float>(-global_max(-lo)), range = static_cast<float>(global_max(hi)) - a;
-    for (auto& v : img) v = range > 0 ? (v - a) / range : 0.0f;
+    const auto [a, b] = range();
+    const float span = b - a;
+    for (auto& v : img) v = span > 0 ? (v - a) / span : 0.0f;
   } else {  // shepp_logan's clamp to [0, 1]
     for (auto& v : img) v = std::clamp(v, 0.0f, 1.0f);
   }
-  std::tie(lo_it, hi_it) = std::minmax_element(img.begin(), img.end());
-  lo = img.empty() ? inf : *lo_it, hi = img.empty() ? -inf : *hi_it;
+  const auto [truth_min, truth_max] = range();
 
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   Problem prob;
   prob.geom = geom;
   prob.truth_own = from_vector(std::move(img), {std::max<int64_t>(own.rows(), 0), std::max<int64_t>(own.cols(), 0)}).to(device);
-  prob.truth_min = -global_max(-lo);
-  prob.truth_max = global_max(hi);
+  prob.truth_min = truth_min;
+  prob.truth_max = truth_max;
   // A x in float64, the ranks' partial sinograms summed, then rounded once: the data do not
   // depend on the rank count (but for the rare sum that lands on the other side of a float32
-  // rounding boundary), as a float32 sum of partial projections would, by ~1e-7.
+  // rounding boundary), as a float32 sum of partial projections would, at float32 rounding.
   at::Tensor y64 = at::empty({geom.n_angles(), geom.n_det}, opts.dtype(at::kDouble));
   if (own.empty())
     y64.zero_();
