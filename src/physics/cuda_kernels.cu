@@ -2,11 +2,13 @@
 //
 // Forward: one block = one angle x 128 consecutive detector bins, one thread = one ray.
 // The rays march together over the steps (rows or columns of the box) in segments of L
-// steps; each segment stages the pixels the 128 rays can touch (an L x W window, loaded
-// coalesced along memory rows whatever the stepping axis) in shared memory with cp.async,
-// zero-filled outside the box, double-buffered so the next segment's copies fly while this
-// one is computed; the inner loop is branch-free: two shared loads and an FMA per sample.
-// Only the run of segments the ray bundle touches is visited.
+// steps; each segment stages the pixels the 128 rays can touch (an L x W window of whole
+// 16-byte pieces of memory rows) in shared memory with 16-byte cp.async, zero-filled outside
+// the box, double-buffered so the next segment's copies fly while this one is computed. The
+// column-stepping angles read the tile's transpose (made first, by a tiled transpose kernel),
+// so both kinds stage rows. The inner loop is branch-free: two shared loads and an FMA per
+// sample, into two accumulators. Only the run of segments the ray bundle touches is visited
+// (found from the bundle's linear path, then checked against the staging windows).
 //
 // Adjoint: one block = a 32 x 32 pixel tile, 256 threads, 4 pixels each. Angles come in
 // chunks of 32: for each the <= 46 detector bins the tile can see are staged in shared
@@ -29,37 +31,43 @@ template <>
 struct FwdCfg<double> {
   static constexpr int L = 8;
 };
-// Lateral window: (B-1) sqrt(2) + (L-1) + 5 < 182 + L + 5, made odd against bank conflicts.
-template <int L>
-constexpr int fwd_width() {
-  return (182 + L + 5) | 1;
-}
-
-// Asynchronous global -> shared copy of one element (zero-filled when !pred).
 template <typename T>
-__device__ __forceinline__ void cp_async(T* dst, const T* src, bool pred) {
+constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte piece
+// Lateral window in elements, whole pieces: the bundle spans (B-1) sqrt(2) + (L-1) + 5 < 182 + L + 5
+// elements, plus up to V - 1 each side for the pieces' alignment.
+template <typename T>
+constexpr int fwd_width() {
+  constexpr int V = kVec<T>;
+  return (182 + FwdCfg<T>::L + 5 + 2 * (V - 1) + V - 1) / V * V;
+}
+// Threads per staged row (>= the pieces in a window), rows staged per pass.
+template <typename T>
+constexpr int kFwdRowThreads = fwd_width<T>() / kVec<T> <= 64 ? 64 : 128;
+
+// Asynchronous 16-byte global -> shared copy: `bytes` (0..16) of src, the rest zero-filled.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  const int sz = pred ? static_cast<int>(sizeof(T)) : 0;
-  if constexpr (sizeof(T) == 4)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(sz) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(src), "r"(sz) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_wait_1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
 struct Window {
-  int lo, span;
+  int lo, span;  // first staged element (a multiple of the piece), elements staged (whole pieces)
 };
 
+// img: the tile, [rows][ld]; imgT: its transpose, [cols][ldT]; both with 16-byte aligned rows.
 template <typename T>
-__global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ img, int64_t ld, int rows, int cols,
+__global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ img, int64_t ld,
+                                                          const T* __restrict__ imgT, int64_t ldT, int rows, int cols,
                                                           const double* __restrict__ angles, int n, int n_det,
                                                           int r0, int c0, T* __restrict__ out) {
   constexpr int L = FwdCfg<T>::L;
-  constexpr int W = fwd_width<L>();
+  constexpr int V = kVec<T>;
+  constexpr int W = fwd_width<T>();
   constexpr int B = kFwdThreads;
-  __shared__ T sm[2][L * W];  // double buffer: stage segment s+1 while computing s
+  constexpr int TPR = kFwdRowThreads<T>;
+  __shared__ __align__(16) T sm[2][L * W];  // double buffer: stage segment s+1 while computing s
   const int k = blockIdx.y;
   const int d0 = blockIdx.x * B;
   const int tid = threadIdx.x;
@@ -69,6 +77,8 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ 
   const RayParams rp = ray_params(c, s, n, n_det, r0, c0);
   const int nsteps = rp.col_mode ? cols : rows;
   const int nlat = rp.col_mode ? rows : cols;
+  const T* const base = rp.col_mode ? imgT : img;  // memory row g = step g
+  const int64_t ldb = rp.col_mode ? ldT : ld;
   const double pd = rp.L0 + static_cast<double>(d) * rp.Ld;
   const double pf = rp.L0 + static_cast<double>(d0) * rp.Ld;
   const double pl = rp.L0 + static_cast<double>(d0 + B - 1) * rp.Ld;
@@ -82,49 +92,48 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ 
     const double pmin = pmin_d + fmin(e0, e1), pmax = pmax_d + fmax(e0, e1);
     Window w{0, 0};
     if (pmax < -2.0 || pmin > static_cast<double>(nlat) + 1.0) return w;
-    w.lo = static_cast<int>(floor(pmin)) - 1;
+    const int lo = static_cast<int>(floor(pmin)) - 1;
     const int hi = static_cast<int>(floor(pmax)) + 3;  // exclusive; one spare element each side
-    if (hi <= 0 || w.lo + 1 >= nlat) return w;
-    w.span = min(hi - w.lo, W);
+    if (hi <= 0 || lo + 1 >= nlat) return w;
+    w.lo = lo >= 0 ? lo / V * V : -((-lo + V - 1) / V) * V;  // down to a whole piece
+    w.span = min((hi - w.lo + V - 1) / V * V, W);
     return w;
   };
   auto stage = [&](int sg, T* buf) {
     const Window w = window(sg);
-    const int g0 = sg * L;
     if (w.span == 0) return;
-    if (!rp.col_mode) {  // step = box row, lateral = box column: rows are contiguous
+    const int g0 = sg * L;
+    const int v = tid % TPR;  // this thread's piece of each row it stages
+    if (v * V >= w.span) return;
+    const int q = w.lo + v * V;
+    // bytes of the piece inside the box's lateral extent [0, nlat) (a piece never straddles 0)
+    const int inside = q < 0 ? 0 : static_cast<int>(sizeof(T)) * min(V, nlat - q);
 #pragma unroll
-      for (int si = 0; si < L; ++si) {
-        const int g = g0 + si;
-        const bool in = g < nsteps;
-        const T* line = img + static_cast<int64_t>(in ? g : 0) * ld;
-        for (int p = tid; p < w.span; p += B) {
-          const int q = w.lo + p;
-          const bool ok = in && q >= 0 && q < nlat;
-          cp_async(buf + si * W + p, ok ? line + q : img, ok);
-        }
-      }
-    } else {  // step = box column, lateral = box row: L consecutive columns per row
-      const int total = w.span * L;
-      for (int idx = tid; idx < total; idx += B) {
-        const int si = idx & (L - 1);
-        const int p = idx / L;
-        const int g = g0 + si;
-        const int q = w.lo + p;
-        const bool ok = g < nsteps && q >= 0 && q < nlat;
-        cp_async(buf + si * W + p, ok ? img + static_cast<int64_t>(q) * ld + g : img, ok);
-      }
+    for (int si = tid / TPR; si < L; si += B / TPR) {
+      const int g = g0 + si;
+      const int bytes = g < nsteps && inside > 0 ? inside : 0;
+      cp_async16(buf + si * W + v * V, bytes ? base + static_cast<int64_t>(g) * ldb + q : base, bytes);
     }
   };
 
-  // The segments the bundle touches form one run [sb, se) (its lateral position is linear in g).
+  // The segments the bundle touches form one run [sb, se) (its lateral position is linear in
+  // g): estimated from where the bundle's path meets [-2, nlat + 1], then moved to the exact
+  // ends by the windows themselves.
   const int nseg = (nsteps + L - 1) / L;
-  int sb = 0;
+  int sb = 0, se = nseg;
+  if (rp.Ls != 0.0) {
+    const double t1 = (-2.0 - pmax_d) / rp.Ls, t2 = (static_cast<double>(nlat) + 1.0 - pmin_d) / rp.Ls;
+    const double glo = fmin(t1, t2) - L, ghi = fmax(t1, t2) + L;
+    sb = static_cast<int>(fmax(0.0, fmin(static_cast<double>(nseg), floor(glo / L))));
+    se = static_cast<int>(fmax(static_cast<double>(sb), fmin(static_cast<double>(nseg), ceil(ghi / L))));
+  }
+  while (sb > 0 && window(sb - 1).span != 0) --sb;
   while (sb < nseg && window(sb).span == 0) ++sb;
-  int se = sb;
+  se = max(se, sb);
+  while (se > sb && window(se - 1).span == 0) --se;
   while (se < nseg && window(se).span != 0) ++se;
 
-  T acc = 0;
+  T acc0 = 0, acc1 = 0;
   if (sb < se) stage(sb, sm[0]);
   cp_commit();
   for (int sg = sb; sg < se; ++sg) {
@@ -144,11 +153,32 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(const T* __restrict__ 
       const T f = p - fl;
       const T v0 = cur[si * W + q];
       const T v1 = cur[si * W + q + 1];
-      acc += v0 + f * (v1 - v0);
+      if (si & 1)
+        acc1 += v0 + f * (v1 - v0);
+      else
+        acc0 += v0 + f * (v1 - v0);
     }
     __syncthreads();  // cur is restaged two iterations on
   }
-  if (d < n_det) out[static_cast<int64_t>(k) * n_det + d] = acc * static_cast<T>(rp.inv_a);
+  if (d < n_det) out[static_cast<int64_t>(k) * n_det + d] = (acc0 + acc1) * static_cast<T>(rp.inv_a);
+}
+
+// dst[j][i] = src[i][j] for a rows x cols src: 32 x 32 tiles through shared memory, so that
+// both the reads and the writes are whole memory rows.
+template <typename T>
+__global__ void __launch_bounds__(256) transpose_kernel(const T* __restrict__ src, int64_t lds, int rows, int cols,
+                                                        T* __restrict__ dst, int64_t ldd) {
+  __shared__ T tile[32][33];
+  const int i0 = blockIdx.y * 32, j0 = blockIdx.x * 32;
+  for (int r = threadIdx.y; r < 32; r += 8) {
+    const int i = i0 + r, j = j0 + threadIdx.x;
+    if (i < rows && j < cols) tile[r][threadIdx.x] = src[static_cast<int64_t>(i) * lds + j];
+  }
+  __syncthreads();
+  for (int r = threadIdx.y; r < 32; r += 8) {
+    const int j = j0 + r, i = i0 + threadIdx.x;
+    if (i < rows && j < cols) dst[static_cast<int64_t>(j) * ldd + i] = tile[threadIdx.x][r];
+  }
 }
 
 constexpr int kAdjTile = 32;  // pixels per tile side
@@ -237,8 +267,9 @@ const char* last_error() {
 }  // namespace
 
 template <typename T>
-const char* forward_cuda(const T* img, int64_t ld, int64_t rows, int64_t cols, const double* angles, int64_t K,
-                         int64_t n, int64_t n_det, int64_t r0, int64_t c0, T* out, void* stream) {
+const char* forward_cuda(const T* img, int64_t ld, T* imgT, int64_t ldT, int64_t rows, int64_t cols,
+                         const double* angles, int64_t K, int64_t n, int64_t n_det, int64_t r0, int64_t c0, T* out,
+                         void* stream) {
   auto st = static_cast<cudaStream_t>(stream);
   if (K == 0 || n_det == 0) return nullptr;
   if (K > 65535) return "pnp radon_forward (CUDA): more than 65535 angles";
@@ -246,10 +277,17 @@ const char* forward_cuda(const T* img, int64_t ld, int64_t rows, int64_t cols, c
     const cudaError_t e = cudaMemsetAsync(out, 0, static_cast<size_t>(K * n_det) * sizeof(T), st);
     return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
   }
+  constexpr int64_t V = kVec<T>;
+  if (reinterpret_cast<uintptr_t>(img) % 16 != 0 || reinterpret_cast<uintptr_t>(imgT) % 16 != 0 || ld % V != 0 ||
+      ldT % V != 0 || ld < cols || ldT < rows)
+    return "pnp radon_forward (CUDA): the tile and its transpose need 16-byte aligned rows";
+  if ((cols + 31) / 32 > 2147483647 || (rows + 31) / 32 > 65535) return "pnp radon_forward (CUDA): tile too large";
+  transpose_kernel<T><<<dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32)),
+                        dim3(32, 8), 0, st>>>(img, ld, static_cast<int>(rows), static_cast<int>(cols), imgT, ldT);
   const dim3 grid(static_cast<unsigned>((n_det + kFwdThreads - 1) / kFwdThreads), static_cast<unsigned>(K));
-  fwd_kernel<T><<<grid, kFwdThreads, 0, st>>>(img, ld, static_cast<int>(rows), static_cast<int>(cols), angles,
-                                               static_cast<int>(n), static_cast<int>(n_det), static_cast<int>(r0),
-                                               static_cast<int>(c0), out);
+  fwd_kernel<T><<<grid, kFwdThreads, 0, st>>>(img, ld, imgT, ldT, static_cast<int>(rows), static_cast<int>(cols),
+                                               angles, static_cast<int>(n), static_cast<int>(n_det),
+                                               static_cast<int>(r0), static_cast<int>(c0), out);
   return last_error();
 }
 
@@ -268,10 +306,10 @@ const char* adjoint_cuda(const T* sino, const double* angles, int64_t K, int64_t
   return last_error();
 }
 
-template const char* forward_cuda<float>(const float*, int64_t, int64_t, int64_t, const double*, int64_t, int64_t,
-                                         int64_t, int64_t, int64_t, float*, void*);
-template const char* forward_cuda<double>(const double*, int64_t, int64_t, int64_t, const double*, int64_t,
-                                          int64_t, int64_t, int64_t, int64_t, double*, void*);
+template const char* forward_cuda<float>(const float*, int64_t, float*, int64_t, int64_t, int64_t, const double*,
+                                         int64_t, int64_t, int64_t, int64_t, int64_t, float*, void*);
+template const char* forward_cuda<double>(const double*, int64_t, double*, int64_t, int64_t, int64_t, const double*,
+                                          int64_t, int64_t, int64_t, int64_t, int64_t, double*, void*);
 template const char* adjoint_cuda<float>(const float*, const double*, int64_t, int64_t, int64_t, int64_t, int64_t,
                                          int64_t, int64_t, float*, int64_t, void*);
 template const char* adjoint_cuda<double>(const double*, const double*, int64_t, int64_t, int64_t, int64_t,

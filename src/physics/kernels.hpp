@@ -19,10 +19,13 @@ void adjoint_cpu(const T* sino, const double* angles, int64_t K, int64_t n, int6
 
 #ifdef PNP_HAVE_CUDA
 // CUDA versions: asynchronous on `stream` (a cudaStream_t); return nullptr or the CUDA
-// error string of the launch. `angles` is device memory.
+// error string of the launch. `angles` is device memory. The forward also writes the tile's
+// transpose into imgT ([cols][ldT] scratch); img and imgT need 16-byte aligned rows (base
+// aligned, ld and ldT whole multiples of 16 bytes).
 template <typename T>
-const char* forward_cuda(const T* img, int64_t ld, int64_t rows, int64_t cols, const double* angles, int64_t K,
-                         int64_t n, int64_t n_det, int64_t r0, int64_t c0, T* out, void* stream);
+const char* forward_cuda(const T* img, int64_t ld, T* imgT, int64_t ldT, int64_t rows, int64_t cols,
+                         const double* angles, int64_t K, int64_t n, int64_t n_det, int64_t r0, int64_t c0, T* out,
+                         void* stream);
 template <typename T>
 const char* adjoint_cuda(const T* sino, const double* angles, int64_t K, int64_t n, int64_t n_det, int64_t r0,
                          int64_t c0, int64_t rows, int64_t cols, T* out, int64_t ld_out, void* stream);

@@ -116,13 +116,27 @@ void forward_into(const at::Tensor& tile, const at::Tensor& angles, int64_t n, i
 #ifdef PNP_HAVE_CUDA
     c10::cuda::CUDAGuard guard(tile.device());
     void* st = c10::cuda::getCurrentCUDAStream(tile.device().index()).stream();
+    // The kernel stages 16-byte pieces of memory rows: of the tile (row-stepping angles) and of
+    // its transpose (column-stepping ones, written by forward_cuda into `tt`), both with a
+    // 16-byte aligned base and a row stride of whole pieces (else an aligned copy of the tile).
+    const int64_t v = 16 / tile.element_size();
+    auto padded = [&](int64_t r, int64_t c) { return at::empty({r, (c + v - 1) / v * v}, tile.options()).narrow(1, 0, c); };
+    at::Tensor t = tile;
+    if (rows > 0 && cols > 0 &&
+        (tile.stride(1) != 1 || (rows > 1 && ld % v != 0) || reinterpret_cast<uintptr_t>(tile.data_ptr()) % 16 != 0)) {
+      t = padded(rows, cols);
+      t.copy_(tile);
+    }
+    at::Tensor tt = padded(cols, rows);
+    // (one row: its stride is never used, any whole number of pieces will do)
+    const int64_t ldt = rows > 1 ? t.stride(0) : (cols + v - 1) / v * v, ldtt = (rows + v - 1) / v * v;
     if (tile.scalar_type() == at::kFloat)
-      cuda_check(detail::forward_cuda<float>(tile.data_ptr<float>(), ld, rows, cols, angles.data_ptr<double>(), K,
-                                             n, n_det, r0, c0, out.data_ptr<float>(), st),
+      cuda_check(detail::forward_cuda<float>(t.data_ptr<float>(), ldt, tt.data_ptr<float>(), ldtt, rows, cols,
+                                             angles.data_ptr<double>(), K, n, n_det, r0, c0, out.data_ptr<float>(), st),
                  "pnp radon_forward");
     else
-      cuda_check(detail::forward_cuda<double>(tile.data_ptr<double>(), ld, rows, cols, angles.data_ptr<double>(),
-                                              K, n, n_det, r0, c0, out.data_ptr<double>(), st),
+      cuda_check(detail::forward_cuda<double>(t.data_ptr<double>(), ldt, tt.data_ptr<double>(), ldtt, rows, cols,
+                                              angles.data_ptr<double>(), K, n, n_det, r0, c0, out.data_ptr<double>(), st),
                  "pnp radon_forward");
 #else
     TORCH_CHECK(false, "pnp radon_forward: this build of pnp has no CUDA kernels (PNP_WITH_CUDA=OFF)");
