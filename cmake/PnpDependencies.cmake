@@ -92,3 +92,28 @@ if(PNP_CUDA)
     message(STATUS "pnp: NCCL not found (apt-get install libnccl-dev); GPU traffic uses host-staged MPI")
   endif()
 endif()
+
+# --- cuDNN graphs through the cuDNN frontend (optional, CUDA builds) -----------------
+# The native backend's conv + residual-add epilogues (src/nn/native/cudnn_epilogue.hpp): the
+# frontend's C++ headers (pip install nvidia-cudnn-frontend: they land in site-packages/include,
+# or set CUDNN_FRONTEND_INCLUDE) and the cuDNN that LibTorch runs with (the nvidia-cudnn wheel).
+set(PNP_CUDNN_FE OFF)
+if(PNP_CUDA)
+  get_filename_component(_pnp_site "${Torch_DIR}/../../../.." ABSOLUTE)  # site-packages
+  find_path(CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h HINTS ENV CUDNN_FRONTEND_INCLUDE "${_pnp_site}/include"
+            "${Python3_SITELIB}/include" NO_CACHE)
+  find_path(PNP_CUDNN_INCLUDE_DIR cudnn.h HINTS "${_pnp_site}/nvidia/cudnn/include" "${Python3_SITELIB}/nvidia/cudnn/include"
+            PATHS /usr/local/cuda /usr PATH_SUFFIXES include)
+  find_library(PNP_CUDNN_LIBRARY NAMES libcudnn.so.9 cudnn HINTS "${_pnp_site}/nvidia/cudnn/lib"
+               "${Python3_SITELIB}/nvidia/cudnn/lib" PATHS /usr/local/cuda /usr PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+  if(CUDNN_FRONTEND_INCLUDE_DIR AND PNP_CUDNN_INCLUDE_DIR AND PNP_CUDNN_LIBRARY)
+    add_library(pnp_cudnn_fe INTERFACE)
+    target_include_directories(pnp_cudnn_fe SYSTEM INTERFACE ${CUDNN_FRONTEND_INCLUDE_DIR} ${PNP_CUDNN_INCLUDE_DIR})
+    target_link_libraries(pnp_cudnn_fe INTERFACE ${PNP_CUDNN_LIBRARY} CUDA::cudart)
+    set(PNP_CUDNN_FE ON)
+    message(STATUS "pnp: cuDNN frontend ${CUDNN_FRONTEND_INCLUDE_DIR}, cuDNN ${PNP_CUDNN_LIBRARY}: conv epilogues as cuDNN graphs")
+  else()
+    message(STATUS "pnp: cuDNN frontend headers not found (pip install nvidia-cudnn-frontend, or set "
+                   "CUDNN_FRONTEND_INCLUDE): conv + residual add run as two ops")
+  endif()
+endif()

@@ -22,10 +22,23 @@ int report(const CollectiveError& e) {
   std::fflush(stderr);
   return e.input_error ? 2 : 1;
 }
+
+// Whether the configuration named on the command line asks for a GPU, read quietly before MPI
+// starts (any error is reported later, collectively, when the configuration is read for real).
+bool wants_gpu(int argc, char** argv) {
+  try {
+    const recon::Cli cli = recon::parse_cli(argc, argv, /*rank=*/-1);  // -1: prints nothing
+    return !cli.exit_now && !cli.print_config && !cli.dry_run && load_config(cli.config, cli.sets).distributed.device != "cpu";
+  } catch (...) {
+    return false;
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   const auto t0 = std::chrono::steady_clock::now();
+  // The CUDA context (and cuDNN) made while MPI starts; joined before the plan.
+  DeviceWarmup warmup(wants_gpu(argc, argv));
   MpiSession mpi(argc, argv);
   const auto t_mpi = std::chrono::steady_clock::now();
   const int rank = mpi.rank();
@@ -64,6 +77,7 @@ int main(int argc, char** argv) {
   }
 
   ReconstructionPlan plan;
+  warmup.join();
   try {
     plan = Reconstruction::plan(cfg, MPI_COMM_WORLD, mpi.local_rank(), mpi.local_size());
     collectively(MPI_COMM_WORLD, [&] {
@@ -108,6 +122,9 @@ int main(int argc, char** argv) {
                 cfg.denoiser.architecture.c_str(), run->comm().size(), run->device().is_cuda() ? "CUDA" : "CPU",
                 run->comm().choice().c_str(), cfg.compile.mode.c_str(), cfg.compile.backend.c_str(),
                 (long long)decomp.halo);
+    if (warmup.device() >= 0)
+      std::printf("(the CUDA context of cuda:%d and cuDNN were made while MPI started: %.3f s)\n", warmup.device(),
+                  warmup.seconds());
     std::fflush(stdout);
   }
 

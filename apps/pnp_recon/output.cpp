@@ -19,7 +19,8 @@ std::string setup_description(const std::string& part) {
   static const std::map<std::string, std::string> d{
       {"mpi", "wall time from program start to MPI started (MPI_Init), per rank"},
       {"configuration", "the command line and the configuration file read, the input files probed, per rank"},
-      {"plan", "the plan: device, decomposition, memory plans, output checks, per rank"},
+      {"plan", "the plan: device, decomposition, memory plans, output checks (after waiting for the CUDA context, "
+               "made on a thread from the program's start, concurrently with MPI_Init), per rank"},
       {"communicator", "making the communicator (MPI, NCCL), per rank"},
       {"data", "reading the sinogram, or simulating it (phantom, forward projection, noise), per rank"},
       {"denoiser", "building the denoiser: graph and weights (native and inductor compile at their first call, "

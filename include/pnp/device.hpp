@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <thread>
 
 namespace pnp {
 
@@ -30,6 +31,35 @@ int64_t device_total_bytes(c10::Device d);
 std::string device_name(c10::Device d);
 // Number of CUDA devices this process sees (0 without CUDA).
 int cuda_device_count();
+
+// The rank's index among the ranks of its node as the launcher's environment gives it before
+// MPI starts (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, PMI_LOCAL_RANK), 0
+// for a process started without a launcher (no OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMI_RANK or
+// SLURM_NTASKS), else -1 (unknown).
+int launcher_local_rank();
+
+// The CUDA context of the device a rank will use, made on a background thread while the main
+// thread starts MPI: creating it (and loading cuDNN, which the first convolution does) costs
+// a few tenths of a second that would otherwise sit on the first iteration's path. The device
+// is the one the plan picks (local rank modulo the device count); nothing is done without a
+// CUDA device, when `wanted` is false (the configuration says "cpu") or when the local rank
+// is unknown (a wrong guess would put a context on another rank's GPU). join() waits for it;
+// the destructor joins too. Errors are swallowed: the set-up repeats the work and reports them.
+class DeviceWarmup {
+ public:
+  explicit DeviceWarmup(bool wanted);
+  ~DeviceWarmup();
+  DeviceWarmup(const DeviceWarmup&) = delete;
+  DeviceWarmup& operator=(const DeviceWarmup&) = delete;
+  void join();
+  int device() const { return device_; }  // the device warmed, -1 when none
+  double seconds() const { return seconds_; }  // the warm-up's own wall time (after join)
+
+ private:
+  std::thread thread_;
+  int device_ = -1;
+  double seconds_ = 0;
+};
 
 // The CUDA runtime version LibTorch runs with, "13.0", or "none" in a build or on a machine
 // without CUDA. Output provenance and the inductor cache key both use it.

@@ -123,7 +123,8 @@ SweepConfig parse_sweep(const std::string& text, const std::string& source) {
           {"cuda_graph", [&](const toml::node& v, const std::string& k) { s.native.cuda_graph = get_bool(c, v, k); }},
           {"warmup_calls",
            [&](const toml::node& v, const std::string& k) { s.native.warmup_calls = static_cast<int>(get_int(c, v, k, 1, 100)); }},
-          {"cudnn_fused_bf16", [&](const toml::node& v, const std::string& k) { s.native.cudnn_fused_bf16 = get_bool(c, v, k); }}});
+          {"cudnn_fused_bf16", [&](const toml::node& v, const std::string& k) { s.native.cudnn_fused_bf16 = get_bool(c, v, k); }},
+          {"cudnn_epilogues", [&](const toml::node& v, const std::string& k) { s.native.cudnn_epilogues = get_bool(c, v, k); }}});
   };
   sections["inductor"] = [&](const toml::node& n, const std::string& key) {
     if (!n.is_table()) c.bad(n, key, "must be a table");
@@ -204,7 +205,7 @@ std::string SweepConfig::to_toml() const {
      << "\nseed = " << seed << "\n\n[native]\nchannels_last = " << tf(native.channels_last)
      << "\nfuse = " << tf(native.fuse) << "\nautotune = " << tf(native.autotune) << "\ncuda_graph = "
      << tf(native.cuda_graph) << "\nwarmup_calls = " << native.warmup_calls
-     << "\ncudnn_fused_bf16 = " << tf(native.cudnn_fused_bf16) << "\n\n[inductor]\nmode = \"" << inductor.mode
+     << "\ncudnn_fused_bf16 = " << tf(native.cudnn_fused_bf16) << "\ncudnn_epilogues = " << tf(native.cudnn_epilogues) << "\n\n[inductor]\nmode = \"" << inductor.mode
      << "\"\ncache_dir = \"" << inductor.cache_dir << "\"\ncompile_jobs = " << compile_jobs
      << "\n\n[torch_compile]\ntimeout_s = " << torch_compile_timeout_s << "\n";
   for (const auto& [a, m] : models) {

@@ -295,3 +295,70 @@ TEST_CASE("native equals eager on CUDA (float32, float64, bf16), graph captured,
     }
   }
 }
+
+TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float64 and the generic ops") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  if (!native_has_cudnn_epilogues()) {
+    MESSAGE("built without the cuDNN frontend's headers: no cuDNN graph epilogues to test");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  auto& ctx = at::globalContext();
+  const bool tf32 = ctx.allowTF32CuDNN();
+  // DRUNet 2D and 3D (7 conv+add each), DnCNN (out_conv + bias + residual: conv+bias+add), with
+  // channel counts that are multiples of 4, as cuDNN's fused engines want (the cases above,
+  // with 2-5 channels, check whatever path runs against float64 too).
+  struct EpCase {
+    std::string arch;
+    int dim, channels, blocks, adds;
+    std::vector<int64_t> features, shape;
+  };
+  const std::vector<EpCase> eps{{"drunet", 2, 1, 1, 7, {8, 16, 24, 32}, {1, 1, 24, 20}},
+                                {"drunet", 3, 1, 1, 7, {8, 8, 16, 16}, {1, 1, 8, 12, 8}},
+                                {"dncnn", 2, 4, 4, 1, {16}, {2, 4, 16, 12}}};
+  for (const auto& c : eps) {
+    const int adds = c.adds;
+    CAPTURE(c.arch);
+    CAPTURE(c.dim);
+    Graph g = make(c.arch, c.dim, c.channels, c.features, c.blocks);
+    Weights w = random_weights(g, 31);
+    at::Tensor x = rnd(c.shape, 32);
+    at::Tensor ref64 = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.2);
+    for (bool strict : {true, false}) {
+      ctx.setAllowTF32CuDNN(!strict);
+      for (auto dtype : {at::kFloat, at::kBFloat16}) {
+        if (strict && dtype == at::kBFloat16) continue;
+        CAPTURE(strict);
+        CAPTURE(c10::toString(dtype));
+        for (bool autotune : {false, true}) {
+          NativeOptions o;
+          o.autotune = autotune;
+          auto nat = make_native(g, w, dev, dtype, c.shape, o);
+          std::string notes;
+          for (const auto& n : nat->notes()) notes += n + "; ";
+          MESSAGE(c.arch << " " << c.dim << "D " << std::string(c10::toString(dtype)) << (strict ? " TF32 off" : "")
+                         << (autotune ? " autotuned" : "") << ": " << notes);
+          const std::string expect = std::to_string(adds) + " convolutions with their residual add as cuDNN graphs";
+          CHECK(notes.find(expect) != std::string::npos);
+          at::Tensor y = nat->forward(x, 0.2);
+          CHECK(y.abs().max().item<double>() > 0);  // content, not zeros
+          o.cudnn_epilogues = false;
+          at::Tensor yg = make_native(g, w, dev, dtype, c.shape, o)->forward(x, 0.2);
+          const double e = rel_err(y, ref64), eg = rel_err(yg, ref64);
+          MESSAGE("  rel err to float64: cuDNN graphs " << e << ", generic ops " << eg);
+          // strict float32 to float32 rounding; TF32 and bf16 as the generic ops, with margin
+          CHECK(e < (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
+          CHECK(e < 2 * eg + 1e-6);
+          // replayed in the graph with a new input
+          at::Tensor x2 = rnd(c.shape, 33);
+          CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.05)) <
+                (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
+        }
+      }
+    }
+  }
+  ctx.setAllowTF32CuDNN(tf32);
+}

@@ -62,6 +62,13 @@ struct NativeOptions {
   // op cuDNN rejects falls back to generic ops during the warm-up (see notes()). On by default:
   // DRUNet 4096² bf16 153 ms fused against 166 ms generic, same accuracy (H200, 2026-12-01).
   bool cudnn_fused_bf16 = true;
+  // CUDA, float32 and bf16 (with cudnn_fused_bf16): a convolution followed by a residual add
+  // and no ReLU (a residual block's second convolution) runs as one cuDNN graph built with the
+  // cuDNN frontend, its add in the convolution's epilogue, instead of the convolution, then
+  // add_. Only in builds that found the frontend's headers (native_has_cudnn_epilogues()); a
+  // layout cuDNN has no engine for keeps the generic ops (see notes()). With autotune, every
+  // plan cuDNN offers is timed at the warm-up and the fastest kept.
+  bool cudnn_epilogues = true;
   // Runs the halo nodes of a graph from with_layer_halos (kept by reference; it must outlive
   // the executor). Every warm-up call exchanges too, so all ranks compile together.
   HaloExchanger* exchanger = nullptr;
@@ -74,6 +81,9 @@ struct NativeOptions {
   bool copy_free_halo = true;
   int64_t copy_free_min_bytes = int64_t{128} << 20;
 };
+
+// Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.
+bool native_has_cudnn_epilogues();
 
 class NativeExecutor : public Executor {
  public:

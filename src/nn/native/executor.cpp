@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <chrono>
 #include <optional>
 
@@ -25,6 +26,9 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
+#endif
+#ifdef PNP_HAVE_CUDNN_FE
+#include "cudnn_epilogue.hpp"
 #endif
 
 namespace pnp::nn {
@@ -39,6 +43,12 @@ using native::StepKind;
 struct Bound {
   at::Tensor w, b, mean, var;
   bool cudnn = false;  // at::cudnn_convolution_relu / _add_relu
+  // conv + residual add without a ReLU as one cuDNN graph (cudnn_epilogue.hpp), one graph per
+  // input layout met in the warm-up (a halo box has its own shape)
+  bool epilogue = false;
+#ifdef PNP_HAVE_CUDNN_FE
+  std::vector<std::pair<std::string, std::shared_ptr<native::EpilogueConv>>> graphs;
+#endif
 };
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
@@ -167,6 +177,7 @@ class NativeImpl final : public NativeExecutor {
         t.w = to_dev(W, true);
         if (B.defined()) t.b = to_dev(B, false);
         t.cudnn = cuda_fused && s.relu;
+        t.epilogue = cuda_fused && opt_.cudnn_epilogues && s.z >= 0 && !s.relu && s.groups == 1 && native_has_cudnn_epilogues();
         // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
         if (t.cudnn && !t.b.defined())
           t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
@@ -221,6 +232,10 @@ class NativeImpl final : public NativeExecutor {
                   const std::vector<int64_t>& padding) {
     const std::vector<int64_t> dil(s.stride.size(), 1);
     const std::optional<at::Tensor> b = bias(t);
+#ifdef PNP_HAVE_CUDNN_FE
+    if (t.epilogue && z)
+      if (at::Tensor y = epilogue_conv(s, t, x, *z, padding); y.defined()) return y;
+#endif
 #ifdef PNP_HAVE_CUDA
     if (t.cudnn) {
       try {
@@ -242,6 +257,50 @@ class NativeImpl final : public NativeExecutor {
     if (s.relu) y.relu_();
     return y;
   }
+
+#ifdef PNP_HAVE_CUDNN_FE
+  // conv + z (+ bias) as one cuDNN graph; undefined when the generic ops must run instead: a
+  // layout first met outside the warm-up (no graph is built, nor timed, inside a capture), or
+  // one cuDNN has no engine for (noted, and the step keeps the generic ops from then on).
+  at::Tensor epilogue_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor& z,
+                           const std::vector<int64_t>& padding) {
+    std::vector<int64_t> shape{x.size(0), t.w.size(0)};
+    for (int64_t d = 0; d + 2 < x.dim(); ++d)
+      shape.push_back((x.size(2 + d) + 2 * padding[static_cast<size_t>(d)] - t.w.size(2 + d)) / s.stride[static_cast<size_t>(d)] + 1);
+    if (z.sizes().vec() != shape) return {};
+    at::Tensor y = at::empty(shape, x.options().memory_format(x.suggest_memory_format()));
+    auto aligned = [](const at::Tensor& a) { return reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0; };
+    if (!aligned(x) || !aligned(z) || !aligned(y)) return {};
+    std::string key;
+    for (const at::Tensor* a : {&x, &z, static_cast<const at::Tensor*>(&y)}) key += shape_string(a->sizes().vec()) + shape_string(a->strides().vec());
+    for (int64_t p : padding) key += " " + std::to_string(p);
+    native::EpilogueConv* e = nullptr;
+    for (auto& [k, g] : t.graphs)
+      if (k == key) e = g.get();
+    if (!e) {
+      if (!validating_) return {};
+      try {
+        native::EpilogueSpec spec{x, t.w, z, t.b, y, s.stride, padding, false, at::globalContext().allowTF32CuDNN(),
+                                  opt_.autotune};
+        t.graphs.emplace_back(key, native::make_epilogue_conv(spec));
+        e = t.graphs.back().second.get();
+        epilogue_engines_.insert(e->engine());
+      } catch (const std::exception& ex) {
+        t.epilogue = false;
+        std::string msg = ex.what();
+        notes_.push_back("cuDNN graph (conv + add) unavailable for " + s.name + ", generic ops used: " +
+                         msg.substr(0, msg.find('\n')));
+        return {};
+      }
+    }
+    if (e->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) {
+      if (!validating_) return {};  // (never: the warm-up met this layout and grew the workspace)
+      ws_ = at::empty({e->workspace_bytes()}, x.options().dtype(at::kByte));
+    }
+    e->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws_.defined() ? ws_.data_ptr() : nullptr);
+    return y;
+  }
+#endif
 
   // A conv or max_pool step with this padding.
   at::Tensor window(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
@@ -428,9 +487,17 @@ class NativeImpl final : public NativeExecutor {
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-    int fused = 0;
-    for (const auto& t : bound_) fused += t.cudnn;
+    int fused = 0, epilogues = 0;
+    for (const auto& t : bound_) fused += t.cudnn, epilogues += t.epilogue;
     notes_.push_back("CUDA: " + std::to_string(fused) + " convolutions run as cuDNN fused ops");
+    if (epilogues > 0) {
+      std::string engines;
+#ifdef PNP_HAVE_CUDNN_FE
+      for (const auto& e : epilogue_engines_) engines += (engines.empty() ? "" : ", ") + e;
+#endif
+      notes_.push_back("CUDA: " + std::to_string(epilogues) + " convolutions with their residual add as cuDNN graphs (" +
+                       engines + ")");
+    }
     return y;
   }
 
@@ -480,6 +547,10 @@ class NativeImpl final : public NativeExecutor {
   std::vector<Bound> bound_;  // one per plan step
   std::vector<at::Tensor> slots_, vals_;
   at::Tensor static_in_, static_out_;
+  at::Tensor ws_;  // the cuDNN graphs' workspace, grown in the warm-up (before any capture)
+#ifdef PNP_HAVE_CUDNN_FE
+  std::set<std::string> epilogue_engines_;
+#endif
   SigmaBuffer sigma_;
   bool captured_ = false, validating_ = false, warmed_ = false;
   double compile_s_ = 0;
@@ -487,6 +558,14 @@ class NativeImpl final : public NativeExecutor {
 };
 
 }  // namespace
+
+bool native_has_cudnn_epilogues() {
+#ifdef PNP_HAVE_CUDNN_FE
+  return true;
+#else
+  return false;
+#endif
+}
 
 std::unique_ptr<NativeExecutor> make_native(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype,
                                             std::vector<int64_t> input_shape, NativeOptions opt) {

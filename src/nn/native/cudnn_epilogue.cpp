@@ -1,0 +1,136 @@
+// The cuDNN graph of a convolution and its epilogue (cudnn_epilogue.hpp).
+#include "cudnn_epilogue.hpp"
+
+#include "pnp/core.hpp"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cudnn/Handle.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cudnn_frontend.h>
+
+namespace pnp::nn::native {
+
+namespace {
+
+namespace fe = cudnn_frontend;
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+fe::DataType_t fe_type(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return fe::DataType_t::FLOAT;
+    case at::kBFloat16: return fe::DataType_t::BFLOAT16;
+    case at::kHalf: return fe::DataType_t::HALF;
+    default: throw Error(std::string("cuDNN epilogue: unsupported dtype ") + c10::toString(t));
+  }
+}
+
+void check(fe::error_t e, const char* step) {
+  if (e.is_bad()) throw Error(std::string("cuDNN graph (conv + epilogue): ") + step + ": " + e.get_message());
+}
+
+cudnnHandle_t handle_on_current_stream() {
+  cudnnHandle_t h = at::native::getCudnnHandle();
+  if (cudnnSetStream(h, at::cuda::getCurrentCUDAStream()) != CUDNN_STATUS_SUCCESS)
+    throw Error("cuDNN graph (conv + epilogue): cudnnSetStream failed");
+  return h;
+}
+
+class Impl final : public EpilogueConv {
+ public:
+  explicit Impl(const EpilogueSpec& s) : has_bias_(s.b.defined()) {
+    const fe::DataType_t io = fe_type(s.x.scalar_type());
+    g_.set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+    auto tensor = [&](const char* name, const at::Tensor& t) {
+      return g_.tensor(fe::graph::Tensor_attributes()
+                           .set_name(name)
+                           .set_dim(t.sizes().vec())
+                           .set_stride(t.strides().vec())
+                           .set_data_type(fe_type(t.scalar_type())));
+    };
+    X_ = tensor("x", s.x);
+    W_ = tensor("w", s.w);
+    const std::vector<int64_t> dilation(s.stride.size(), 1);
+    TensorPtr cur = g_.conv_fprop(X_, W_,
+                                  fe::graph::Conv_fprop_attributes()
+                                      .set_name("conv")
+                                      .set_padding(s.padding)
+                                      .set_stride(s.stride)
+                                      .set_dilation(dilation)
+                                      .set_compute_data_type(fe::DataType_t::FLOAT));
+    auto add = [&] {
+      return fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT);
+    };
+    Z_ = tensor("z", s.z);
+    cur = g_.pointwise(cur, Z_, add().set_name("residual"));
+    if (has_bias_) {  // [K] as [1, K, 1, ...] broadcast over the image
+      const int64_t k = s.b.numel();
+      std::vector<int64_t> dim(static_cast<size_t>(s.x.dim()), 1), stride(static_cast<size_t>(s.x.dim()), k);
+      dim[1] = k;
+      stride[1] = 1;
+      B_ = g_.tensor(fe::graph::Tensor_attributes().set_name("b").set_dim(dim).set_stride(stride).set_data_type(
+          fe_type(s.b.scalar_type())));
+      cur = g_.pointwise(cur, B_, add().set_name("bias"));
+    }
+    if (s.relu)
+      cur = g_.pointwise(cur, fe::graph::Pointwise_attributes()
+                                  .set_name("relu")
+                                  .set_mode(fe::PointwiseMode_t::RELU_FWD)
+                                  .set_compute_data_type(fe::DataType_t::FLOAT));
+    Y_ = cur;
+    Y_->set_output(true).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(io);
+
+    cudnnHandle_t h = handle_on_current_stream();
+    check(g_.validate(), "validate");
+    check(g_.build_operation_graph(h), "build_operation_graph");
+    check(g_.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
+    // compile.tf32 = false: no engine that rounds float32 inputs (TF32 tensor cores)
+    if (io == fe::DataType_t::FLOAT && !s.tf32)
+      g_.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+    check(g_.check_support(h), "check_support");
+    check(g_.build_plans(h, s.autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+          "build_plans");
+    if (s.autotune) {
+      int64_t bytes = 0;
+      check(g_.get_workspace_size(bytes), "get_workspace_size");
+      bytes = std::max<int64_t>(bytes, g_.get_autotune_workspace_size());
+      at::Tensor ws = at::empty({std::max<int64_t>(bytes, 1)}, s.x.options().dtype(at::kByte));
+      auto pack = variant_pack(s.x, s.w, s.z, has_bias_ ? &s.b : nullptr, s.y);
+      check(g_.autotune(h, pack, ws.data_ptr()), "autotune");
+    }
+    check(g_.get_workspace_size(workspace_), "get_workspace_size");
+    check(g_.get_plan_name(engine_), "get_plan_name");
+  }
+
+  int64_t workspace_bytes() const override { return workspace_; }
+  std::string engine() const override { return engine_; }
+
+  void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
+           void* workspace) override {
+    if (has_bias_ != (b != nullptr)) throw Error("cuDNN graph (conv + epilogue): bias given where the graph has none, or not given");
+    auto pack = variant_pack(x, w, z, b, y);
+    check(g_.execute(handle_on_current_stream(), pack, workspace), "execute");
+  }
+
+ private:
+  std::unordered_map<int64_t, void*> variant_pack(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z,
+                                                  const at::Tensor* b, const at::Tensor& y) const {
+    std::unordered_map<int64_t, void*> p{{X_->get_uid(), x.data_ptr()},
+                                         {W_->get_uid(), w.data_ptr()},
+                                         {Z_->get_uid(), z.data_ptr()},
+                                         {Y_->get_uid(), y.data_ptr()}};
+    if (b) p.emplace(B_->get_uid(), b->data_ptr());
+    return p;
+  }
+
+  fe::graph::Graph g_;
+  TensorPtr X_, W_, Z_, B_, Y_;
+  bool has_bias_ = false;
+  int64_t workspace_ = 0;
+  std::string engine_;
+};
+
+}  // namespace
+
+std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec) { return std::make_unique<Impl>(spec); }
+
+}  // namespace pnp::nn::native

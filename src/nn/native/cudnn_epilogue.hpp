@@ -1,0 +1,42 @@
+// A convolution with its epilogue (residual add, bias, ReLU) as one cuDNN graph, built with the
+// cuDNN frontend's graph API (the C++ headers of PyPI's nvidia-cudnn-frontend). ATen's fused
+// ops cover conv (+ add) + ReLU only; the second convolution of a residual block, conv + add
+// with no ReLU, otherwise runs as the convolution, then add_: one more read of two tensors and
+// a write of one (DRUNet 1 ch 4096², H200: the adds were 48 ms of 290). Only in CUDA builds
+// that found the headers (PNP_HAVE_CUDNN_FE); the executor falls back to generic ops for
+// anything cuDNN has no engine for.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pnp::nn::native {
+
+// What one graph computes: y = conv(x, w) + z (+ b) (then ReLU). Every tensor's sizes, strides
+// and dtype are the ones the graph is built for; the pointers are taken again at each run.
+struct EpilogueSpec {
+  at::Tensor x, w, z, b, y;  // b may be undefined (no bias)
+  std::vector<int64_t> stride, padding;
+  bool relu = false;
+  bool tf32 = true;       // float32 I/O: tensor-core (TF32) engines allowed
+  bool autotune = false;  // time every plan cuDNN offers on these tensors, keep the fastest
+};
+
+class EpilogueConv {
+ public:
+  virtual ~EpilogueConv() = default;
+  virtual int64_t workspace_bytes() const = 0;
+  virtual std::string engine() const = 0;  // the chosen plan's name
+  // The spec's computation on tensors shaped like the spec's, on the current CUDA stream.
+  virtual void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
+                   void* workspace) = 0;
+};
+
+// Builds the graph (and with spec.autotune times its plans, which runs it on the spec's
+// tensors). Throws pnp::Error with cuDNN's message when no engine supports it.
+std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec);
+
+}  // namespace pnp::nn::native
