@@ -17,13 +17,15 @@ if ls .deps/*.deb >/dev/null 2>&1; then
   done
   export LD_LIBRARY_PATH=$pnp_deps_root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
-# The cuDNN frontend's C++ headers (the native backend's conv epilogues), from a carried wheel:
-#   pip download --no-deps --python-version 3.12 --only-binary=:all: \
-#     --platform manylinux_2_28_x86_64 nvidia-cudnn-frontend==1.32.0 -d .whl   (carry .whl)
-fe_whl=$(ls .whl/nvidia_cudnn_frontend-*.whl 2>/dev/null | head -1)
-if [ -n "$fe_whl" ]; then
-  fe_root=$PWD/.deps/cudnn_frontend
-  [ -f "$fe_root/include/cudnn_frontend.h" ] || (mkdir -p "$fe_root" && cd "$fe_root" && python3 -m zipfile -e "$OLDPWD/$fe_whl" . >/dev/null)
+# The cuDNN frontend's C++ headers (the native backend's conv epilogues): the include/ folder of
+# PyPI's wheel, carried in .deps as a tarball (the wheel's Python module is not needed):
+#   pip download --no-deps --python-version 3.12 --only-binary=:all: --platform manylinux_2_28_x86_64 \
+#     nvidia-cudnn-frontend==1.32.0 -d /tmp/fe && (cd /tmp/fe && python3 -m zipfile -e *.whl x && \
+#     tar czf "$OLDPWD/.deps/nvidia-cudnn-frontend-1.32.0-include.tar.gz" -C x include)
+fe_tar=$(ls .deps/nvidia-cudnn-frontend-*-include.tar.gz 2>/dev/null | head -1)
+if [ -n "$fe_tar" ]; then
+  fe_root=$PWD/.deps/root/cudnn_frontend
+  [ -f "$fe_root/include/cudnn_frontend.h" ] || { mkdir -p "$fe_root" && tar xzf "$fe_tar" -C "$fe_root"; }
   export CUDNN_FRONTEND_INCLUDE=$fe_root/include
 fi
 [ -d /opt/torch/.venv/bin ] && export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH

@@ -3,7 +3,7 @@
 # against float64, DRUNet 4096² with them off / on / autotuned in fp32 and bf16; study_4096's
 # first iteration (the CUDA context made while MPI starts, the new projector); the projector's
 # kernels in the loop and in the bench under Nsight Compute; the quick GPU check.
-#   bash docs/measurements/2026-12-01f/call2.sh   (device machine, repository root; carry .deps .whl)
+#   bash docs/measurements/2026-12-01f/call2.sh   (device machine, repository root; carry .deps)
 set -uo pipefail
 out=${OUT:?}
 b=build/gpu/bin
