@@ -20,6 +20,7 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
   stamp test_physics CUDA cases
   $b/test_physics -tc='CUDA*' 2>&1 | tail -3
 } 2>&1 | tee "$out/1_build_tests.log"
+[ -x $b/pnp_recon ] && [ -x $b/nn_time ] || exit 1
 {
   for dt in float32 bfloat16; do
     for o in cfgb cfgbe cfagbe; do
