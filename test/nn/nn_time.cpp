@@ -10,7 +10,8 @@
 //           [--backends eager,native,inductor] [--timed 10] [--native cfag] [--mode default]
 //           [--cache DIR] [--warm-only] [--profile N]
 // --native letters switch native options on: c channels-last, f fuse, a autotune, g CUDA graph,
-// b cuDNN's fused ops in bf16, e conv + residual add as cuDNN graphs (cudnn_epilogues).
+// b cuDNN's fused ops in bf16, e conv + residual add as cuDNN graphs where timed faster (with
+// a; cudnn_epilogues), E wherever cuDNN has a plan (cudnn_epilogues_forced).
 // --warm-only keeps an inductor package already in the cache (no cold run). --profile N records N more calls per arm with the Kineto profiler and prints the
 // longest device kernels (names, calls per forward, time per forward) and the kernel-busy time.
 #include <ATen/ATen.h>
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
         "dtype", po::value(&dtype_s)->default_value("float32"), "float32, bfloat16 or float64")(
         "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
         "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
-        "native", po::value(&native_s)->default_value("cfagbe"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs")(
+        "native", po::value(&native_s)->default_value("cfagbe"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
         "mode", po::value(&io.mode)->default_value("default"), "inductor mode: default or max-autotune")(
@@ -91,7 +92,8 @@ int main(int argc, char** argv) {
     nopt.autotune = native_s.find('a') != std::string::npos;
     nopt.cuda_graph = native_s.find('g') != std::string::npos;
     nopt.cudnn_fused_bf16 = native_s.find('b') != std::string::npos;
-    nopt.cudnn_epilogues = native_s.find('e') != std::string::npos;
+    nopt.cudnn_epilogues = native_s.find_first_of("eE") != std::string::npos;
+    nopt.cudnn_epilogues_forced = native_s.find('E') != std::string::npos;
 
     const auto g = nn::build(s);
     const auto w = nn::init_weights(g, 1);

@@ -62,13 +62,17 @@ struct NativeOptions {
   // op cuDNN rejects falls back to generic ops during the warm-up (see notes()). On by default:
   // DRUNet 4096² bf16 153 ms fused against 166 ms generic, same accuracy (H200, 2026-12-01).
   bool cudnn_fused_bf16 = true;
-  // CUDA, float32 and bf16 (with cudnn_fused_bf16): a convolution followed by a residual add
-  // and no ReLU (a residual block's second convolution) runs as one cuDNN graph built with the
-  // cuDNN frontend, its add in the convolution's epilogue, instead of the convolution, then
-  // add_. Only in builds that found the frontend's headers (native_has_cudnn_epilogues()); a
-  // layout cuDNN has no engine for keeps the generic ops (see notes()). With autotune, every
-  // plan cuDNN offers is timed at the warm-up and the fastest kept.
+  // CUDA, float32 and bf16 (with cudnn_fused_bf16), with autotune: a convolution followed by
+  // a residual add and no ReLU (a residual block's second convolution) may run as one cuDNN
+  // graph built with the cuDNN frontend, the add in the convolution's epilogue, instead of the
+  // convolution, then add_. Chosen per layout by timing in the warm-up: the fastest of cuDNN's
+  // first three plans against the two ops (notes() gives both times). Only in builds that found
+  // the frontend's headers (native_has_cudnn_epilogues()). Without autotune it is not used:
+  // cuDNN's first plan was slower than the two ops for DRUNet 4096² in fp32 (298.8 against
+  // 291.0 ms, H200, docs/measurements/2026-12-01f). cudnn_epilogues_forced: that first plan
+  // wherever cuDNN has one, untimed, also without autotune (tests, measurements).
   bool cudnn_epilogues = true;
+  bool cudnn_epilogues_forced = false;
   // Runs the halo nodes of a graph from with_layer_halos (kept by reference; it must outlive
   // the executor). Every warm-up call exchanges too, so all ranks compile together.
   HaloExchanger* exchanger = nullptr;

@@ -4,9 +4,12 @@
 #include "pnp/core.hpp"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cudnn/Handle.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cudnn_frontend.h>
+
+#include <limits>
 
 namespace pnp::nn::native {
 
@@ -87,18 +90,36 @@ class Impl final : public EpilogueConv {
     if (io == fe::DataType_t::FLOAT && !s.tf32)
       g_.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
     check(g_.check_support(h), "check_support");
-    check(g_.build_plans(h, s.autotune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
-          "build_plans");
-    if (s.autotune) {
-      int64_t bytes = 0;
-      check(g_.get_workspace_size(bytes), "get_workspace_size");
-      bytes = std::max<int64_t>(bytes, g_.get_autotune_workspace_size());
-      at::Tensor ws = at::empty({std::max<int64_t>(bytes, 1)}, s.x.options().dtype(at::kByte));
-      auto pack = variant_pack(s.x, s.w, s.z, has_bias_ ? &s.b : nullptr, s.y);
-      check(g_.autotune(h, pack, ws.data_ptr()), "autotune");
+    // the first plans of the heuristic order that build, then (with several) the fastest
+    const int64_t count = g_.get_execution_plan_count();
+    std::vector<int64_t> built;
+    std::string why;
+    for (int64_t i = 0; i < count && static_cast<int>(built.size()) < std::max(1, s.candidates); ++i) {
+      fe::error_t e = g_.build_plan_at_index(h, i);
+      if (e.is_good())
+        built.push_back(i);
+      else if (why.empty())
+        why = e.get_message();
     }
-    check(g_.get_workspace_size(workspace_), "get_workspace_size");
-    check(g_.get_plan_name(engine_), "get_plan_name");
+    if (built.empty()) throw Error("cuDNN graph (conv + epilogue): no plan of " + std::to_string(count) + " builds: " + why);
+    index_ = built[0];
+    if (built.size() > 1) {
+      int64_t most = 0;
+      for (int64_t i : built) {
+        int64_t b = 0;
+        check(g_.get_workspace_size_plan_at_index(i, b), "get_workspace_size");
+        most = std::max(most, b);
+      }
+      at::Tensor ws = at::empty({std::max<int64_t>(most, 1)}, s.x.options().dtype(at::kByte));
+      auto pack = variant_pack(s.x, s.w, s.z, has_bias_ ? &s.b : nullptr, s.y);
+      double best = std::numeric_limits<double>::infinity();
+      for (int64_t i : built) {
+        const double ms = time_on_stream_ms([&] { check(g_.execute_plan_at_index(h, pack, ws.data_ptr(), i), "execute"); });
+        if (ms < best) best = ms, index_ = i;
+      }
+    }
+    check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
+    check(g_.get_plan_name_at_index(index_, engine_), "get_plan_name");
   }
 
   int64_t workspace_bytes() const override { return workspace_; }
@@ -108,7 +129,7 @@ class Impl final : public EpilogueConv {
            void* workspace) override {
     if (has_bias_ != (b != nullptr)) throw Error("cuDNN graph (conv + epilogue): bias given where the graph has none, or not given");
     auto pack = variant_pack(x, w, z, b, y);
-    check(g_.execute(handle_on_current_stream(), pack, workspace), "execute");
+    check(g_.execute_plan_at_index(handle_on_current_stream(), pack, workspace, index_), "execute");
   }
 
  private:
@@ -125,6 +146,7 @@ class Impl final : public EpilogueConv {
   fe::graph::Graph g_;
   TensorPtr X_, W_, Z_, B_, Y_;
   bool has_bias_ = false;
+  int64_t index_ = 0;  // the plan run
   int64_t workspace_ = 0;
   std::string engine_;
 };
@@ -132,5 +154,19 @@ class Impl final : public EpilogueConv {
 }  // namespace
 
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec) { return std::make_unique<Impl>(spec); }
+
+double time_on_stream_ms(const std::function<void()>& fn, int reps) {
+  fn();
+  at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < std::max(1, reps); ++r) {
+    start.record();
+    fn();
+    stop.record();
+    stop.synchronize();
+    best = std::min(best, static_cast<double>(start.elapsed_time(stop)));
+  }
+  return best;
+}
 
 }  // namespace pnp::nn::native

@@ -9,6 +9,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,8 +22,8 @@ struct EpilogueSpec {
   at::Tensor x, w, z, b, y;  // b may be undefined (no bias)
   std::vector<int64_t> stride, padding;
   bool relu = false;
-  bool tf32 = true;       // float32 I/O: tensor-core (TF32) engines allowed
-  bool autotune = false;  // time every plan cuDNN offers on these tensors, keep the fastest
+  bool tf32 = true;    // float32 I/O: tensor-core (TF32) engines allowed
+  int candidates = 1;  // time the first plans of cuDNN's heuristic order on these tensors, keep the fastest
 };
 
 class EpilogueConv {
@@ -35,8 +36,13 @@ class EpilogueConv {
                    void* workspace) = 0;
 };
 
-// Builds the graph (and with spec.autotune times its plans, which runs it on the spec's
-// tensors). Throws pnp::Error with cuDNN's message when no engine supports it.
+// Builds the graph and its plan (with candidates > 1, the fastest of that many, timed on the
+// spec's tensors: y is written). Throws pnp::Error with cuDNN's message when no engine supports
+// it. (Timing every plan cuDNN offers, the frontend's autotune(), took 228 s for DRUNet 4096²'s
+// 28 graphs on an H200: most of it building runtime-compiled engines.)
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec);
+
+// The fastest of `reps` runs of fn on the current CUDA stream, in ms, after one untimed run.
+double time_on_stream_ms(const std::function<void()>& fn, int reps = 3);
 
 }  // namespace pnp::nn::native

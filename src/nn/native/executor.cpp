@@ -15,8 +15,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
-#include <set>
+#include <map>
 #include <chrono>
 #include <optional>
 
@@ -43,12 +44,9 @@ using native::StepKind;
 struct Bound {
   at::Tensor w, b, mean, var;
   bool cudnn = false;  // at::cudnn_convolution_relu / _add_relu
-  // conv + residual add without a ReLU as one cuDNN graph (cudnn_epilogue.hpp), one graph per
-  // input layout met in the warm-up (a halo box has its own shape)
-  bool epilogue = false;
-#ifdef PNP_HAVE_CUDNN_FE
-  std::vector<std::pair<std::string, std::shared_ptr<native::EpilogueConv>>> graphs;
-#endif
+  // conv + residual add without a ReLU may run as one cuDNN graph (cudnn_epilogue.hpp);
+  // epilogue_used: it did in the warm-up (chosen by timing, or forced)
+  bool epilogue = false, epilogue_used = false;
 };
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
@@ -177,7 +175,8 @@ class NativeImpl final : public NativeExecutor {
         t.w = to_dev(W, true);
         if (B.defined()) t.b = to_dev(B, false);
         t.cudnn = cuda_fused && s.relu;
-        t.epilogue = cuda_fused && opt_.cudnn_epilogues && s.z >= 0 && !s.relu && s.groups == 1 && native_has_cudnn_epilogues();
+        t.epilogue = cuda_fused && opt_.cudnn_epilogues && (opt_.autotune || opt_.cudnn_epilogues_forced) && s.z >= 0 &&
+                     !s.relu && s.groups == 1 && native_has_cudnn_epilogues();
         // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
         if (t.cudnn && !t.b.defined())
           t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
@@ -259,9 +258,12 @@ class NativeImpl final : public NativeExecutor {
   }
 
 #ifdef PNP_HAVE_CUDNN_FE
-  // conv + z (+ bias) as one cuDNN graph; undefined when the generic ops must run instead: a
-  // layout first met outside the warm-up (no graph is built, nor timed, inside a capture), or
-  // one cuDNN has no engine for (noted, and the step keeps the generic ops from then on).
+  // conv + z (+ bias) as one cuDNN graph; undefined when the generic ops run instead. Each
+  // layout (shapes, strides, padding: the same for a network level's convolutions) is decided
+  // once, in the warm-up: cuDNN's first three plans are timed and the fastest is timed against
+  // conv then add_ (NativeOptions::cudnn_epilogues_forced: the heuristics' first plan, not
+  // timed). Undefined too for a layout cuDNN has no engine for, and for one first met outside
+  // the warm-up (nothing is built or timed inside a capture).
   at::Tensor epilogue_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor& z,
                            const std::vector<int64_t>& padding) {
     std::vector<int64_t> shape{x.size(0), t.w.size(0)};
@@ -271,34 +273,76 @@ class NativeImpl final : public NativeExecutor {
     at::Tensor y = at::empty(shape, x.options().memory_format(x.suggest_memory_format()));
     auto aligned = [](const at::Tensor& a) { return reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0; };
     if (!aligned(x) || !aligned(z) || !aligned(y)) return {};
-    std::string key;
-    for (const at::Tensor* a : {&x, &z, static_cast<const at::Tensor*>(&y)}) key += shape_string(a->sizes().vec()) + shape_string(a->strides().vec());
-    for (int64_t p : padding) key += " " + std::to_string(p);
-    native::EpilogueConv* e = nullptr;
-    for (auto& [k, g] : t.graphs)
-      if (k == key) e = g.get();
-    if (!e) {
+    std::string key = t.b.defined() ? "bias " : "";
+    for (const at::Tensor* a : std::initializer_list<const at::Tensor*>{&x, &t.w, &z, &y})
+      key += shape_string(a->sizes().vec()) + shape_string(a->strides().vec());
+    key += " stride" + shape_string(s.stride) + " padding" + shape_string(padding);
+    auto it = epilogues_.find(key);
+    if (it == epilogues_.end()) {
       if (!validating_) return {};
-      try {
-        native::EpilogueSpec spec{x, t.w, z, t.b, y, s.stride, padding, false, at::globalContext().allowTF32CuDNN(),
-                                  opt_.autotune};
-        t.graphs.emplace_back(key, native::make_epilogue_conv(spec));
-        e = t.graphs.back().second.get();
-        epilogue_engines_.insert(e->engine());
-      } catch (const std::exception& ex) {
-        t.epilogue = false;
-        std::string msg = ex.what();
-        notes_.push_back("cuDNN graph (conv + add) unavailable for " + s.name + ", generic ops used: " +
-                         msg.substr(0, msg.find('\n')));
-        return {};
+      it = epilogues_.emplace(key, choose_epilogue(s, t, x, z, y, padding)).first;
+    }
+    Epilogue& e = it->second;
+    if (!e.use) return {};
+    if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return {};  // (grown when chosen)
+    e.graph->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws_.defined() ? ws_.data_ptr() : nullptr);
+    t.epilogue_used = t.epilogue_used || validating_;
+    return y;
+  }
+
+  struct Epilogue {
+    std::shared_ptr<native::EpilogueConv> graph;
+    bool use = false;
+    double graph_ms = 0, generic_ms = 0;  // NaN when not timed
+    std::string shape, why;
+  };
+
+  Epilogue choose_epilogue(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor& z, at::Tensor& y,
+                           const std::vector<int64_t>& padding) {
+    Epilogue e;
+    e.shape = shape_string(y.sizes().vec());
+    const bool forced = opt_.cudnn_epilogues_forced;
+    try {
+      native::EpilogueSpec spec{x, t.w, z, t.b, y, s.stride, padding, false, at::globalContext().allowTF32CuDNN(),
+                                forced ? 1 : 3};
+      e.graph = native::make_epilogue_conv(spec);
+    } catch (const std::exception& ex) {
+      const std::string msg = ex.what();
+      e.why = msg.substr(0, msg.find('\n'));
+      return e;
+    }
+    if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0))
+      ws_ = at::empty({e.graph->workspace_bytes()}, x.options().dtype(at::kByte));
+    if (forced) {
+      e.use = true;
+      e.graph_ms = e.generic_ms = std::numeric_limits<double>::quiet_NaN();
+      return e;
+    }
+    const std::vector<int64_t> dil(s.stride.size(), 1), none(s.stride.size(), 0);
+    const std::optional<at::Tensor> b = bias(t);
+    e.graph_ms = native::time_on_stream_ms(
+        [&] { e.graph->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws_.defined() ? ws_.data_ptr() : nullptr); });
+    e.generic_ms = native::time_on_stream_ms(
+        [&] { at::convolution(x, t.w, b, s.stride, padding, dil, false, none, s.groups).add_(z); });
+    e.use = e.graph_ms < e.generic_ms;
+    return e;
+  }
+
+  std::string epilogue_summary() const {
+    std::string r;
+    char buf[160];
+    for (const auto& [key, e] : epilogues_) {
+      if (!e.graph)
+        r += "; " + e.shape + ": no cuDNN plan (" + e.why + ")";
+      else if (std::isnan(e.graph_ms))
+        r += "; " + e.shape + ": " + e.graph->engine() + " (forced)";
+      else {
+        std::snprintf(buf, sizeof buf, ": %s %.3f ms against conv then add_ %.3f ms", e.graph->engine().c_str(), e.graph_ms,
+                      e.generic_ms);
+        r += "; " + e.shape + buf;
       }
     }
-    if (e->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) {
-      if (!validating_) return {};  // (never: the warm-up met this layout and grew the workspace)
-      ws_ = at::empty({e->workspace_bytes()}, x.options().dtype(at::kByte));
-    }
-    e->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws_.defined() ? ws_.data_ptr() : nullptr);
-    return y;
+    return r;
   }
 #endif
 
@@ -489,15 +533,17 @@ class NativeImpl final : public NativeExecutor {
 #endif
     int fused = 0, epilogues = 0;
     for (const auto& t : bound_) fused += t.cudnn, epilogues += t.epilogue;
+    (void)epilogues;
     notes_.push_back("CUDA: " + std::to_string(fused) + " convolutions run as cuDNN fused ops");
-    if (epilogues > 0) {
-      std::string engines;
 #ifdef PNP_HAVE_CUDNN_FE
-      for (const auto& e : epilogue_engines_) engines += (engines.empty() ? "" : ", ") + e;
-#endif
-      notes_.push_back("CUDA: " + std::to_string(epilogues) + " convolutions with their residual add as cuDNN graphs (" +
-                       engines + ")");
+    if (epilogues > 0) {
+      int used = 0;
+      for (const auto& t : bound_) used += t.epilogue_used;
+      notes_.push_back("CUDA: " + std::to_string(used) + " of " + std::to_string(epilogues) +
+                       " convolutions with a residual add run as cuDNN graphs with the add in their epilogue" +
+                       epilogue_summary());
     }
+#endif
     return y;
   }
 
@@ -549,7 +595,7 @@ class NativeImpl final : public NativeExecutor {
   at::Tensor static_in_, static_out_;
   at::Tensor ws_;  // the cuDNN graphs' workspace, grown in the warm-up (before any capture)
 #ifdef PNP_HAVE_CUDNN_FE
-  std::set<std::string> epilogue_engines_;
+  std::map<std::string, Epilogue> epilogues_;  // by layout (epilogue_conv)
 #endif
   SigmaBuffer sigma_;
   bool captured_ = false, validating_ = false, warmed_ = false;
