@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Device call 3 of 2026-12-01f: the cuDNN graph epilogues chosen per layout by timing (the
 # fastest of cuDNN's first three plans against conv then add_), tested against float64;
-# DRUNet 4096² with autotune, generic against measured epilogues, fp32 and bf16 (and cuDNN's
-# first plan forced, untimed); study_4096's first iteration; the quick GPU check.
+# DRUNet 4096² with autotune, generic against measured epilogues, fp32 and bf16;
+# study_4096's first iteration; the quick GPU check.
 #   bash docs/measurements/2026-12-01f/call3.sh   (device machine, repository root; carry .deps)
 set -uo pipefail
 out=${OUT:?}
@@ -18,7 +18,7 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
 [ -x $b/pnp_recon ] && [ -x $b/nn_time ] || exit 1
 {
   for dt in float32 bfloat16; do
-    for o in cfagb cfagbe cfgbE; do
+    for o in cfagb cfagbe; do
       stamp "nn_time drunet 4096² $dt --native $o"
       timeout 100 $b/nn_time drunet 1 4096x4096 --device cuda --dtype $dt --backends native --native $o 2>&1 | tail -1
     done
