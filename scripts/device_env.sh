@@ -22,7 +22,8 @@ fi
 #   pip download --no-deps --python-version 3.12 --only-binary=:all: --platform manylinux_2_28_x86_64 \
 #     nvidia-cudnn-frontend==1.32.0 -d /tmp/fe && (cd /tmp/fe && python3 -m zipfile -e *.whl x && \
 #     tar czf "$OLDPWD/.deps/nvidia-cudnn-frontend-1.32.0-include.tar.gz" -C x include)
-fe_tar=$(ls .deps/nvidia-cudnn-frontend-*-include.tar.gz 2>/dev/null | head -1)
+fe_tar=
+for f in .deps/nvidia-cudnn-frontend-*-include.tar.gz; do [ -f "$f" ] && fe_tar=$f; done
 if [ -n "$fe_tar" ]; then
   fe_root=$PWD/.deps/root/cudnn_frontend
   [ -f "$fe_root/include/cudnn_frontend.h" ] || { mkdir -p "$fe_root" && tar xzf "$fe_tar" -C "$fe_root"; }

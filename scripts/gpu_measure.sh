@@ -31,11 +31,14 @@
 #   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice,
 #                                    for the spread); DRUNet 4096²'s native compile without and with
 #                                    autotune; the projector standalone, and Nsight Compute's view of its two kernels
+#   scripts/gpu_measure.sh projector the projector's kernels (forward, its transpose, adjoint) under Nsight
+#                                    Compute inside study_4096 (pre, 3 iterations) and inside pnp_radon_bench,
+#                                    caches and clocks left alone: time, SM clock, L2 hit rate, DRAM bytes
 set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer|setup}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer|setup|projector}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -171,6 +174,16 @@ run() {  # name, then --set overrides
           "$bin/pnp_radon_bench" --n 4096 --angles 100 --device cuda --reps 1 --warmup 3 --no-check 2>&1 |
           grep -vE "^==PROF==" | tail -120
       done ;;
+    projector)
+      m=gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,lts__t_sector_hit_rate.pct,dram__bytes_read.sum
+      k='regex:fwd_kernel|transpose_kernel|adj_kernel'
+      echo "== in study_4096 (the power method's calls first)"
+      ncu --clock-control none --cache-control none -k "$k" --metrics $m "$bin/pnp_recon" input/study_4096.toml \
+        --output /tmp/study_ncu.h5 --force --set compile.mode='"pre"' --set solver.iterations=3 2>&1 |
+        grep -E "_kernel<|gpu__time|per_second|hit_rate|dram__bytes" | tail -80
+      echo "== in pnp_radon_bench"
+      ncu --clock-control none --cache-control none -k "$k" --metrics $m "$bin/pnp_radon_bench" --n 4096 --angles 100 \
+        --device cuda --reps 3 --warmup 1 --no-check 2>&1 | grep -E "_kernel<|gpu__time|per_second|hit_rate|dram__bytes" ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 } 2>&1 | tee "$log"
