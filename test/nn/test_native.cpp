@@ -58,6 +58,21 @@ std::vector<Case> cases() {
       {"unet", 3, 1, {2, 3}, -1, {1, 1, 5, 6, 4}, {{"conv+bn+relu", 7}, {"conv+bias+add", 1}}},
   };
 }
+
+// A case's graph, random weights (seed), input (seed + 1) and the float64 CPU eager output at
+// sigma, the reference every comparison below is made against.
+struct Prepared {
+  Graph g;
+  Weights w;
+  at::Tensor x, ref64;
+};
+Prepared prepare(const Case& c, uint64_t seed, double sigma) {
+  Prepared p{make(c.arch, c.dim, c.channels, c.features, c.blocks), {}, {}, {}};
+  p.w = random_weights(p.g, seed);
+  p.x = rnd(c.shape, seed + 1);
+  p.ref64 = make_eager(p.g, p.w, at::kCPU, at::kDouble)->forward(p.x, sigma);
+  return p;
+}
 }  // namespace
 
 TEST_CASE("native equals eager on CPU (float64, float32), with the expected fusions") {
@@ -104,10 +119,7 @@ TEST_CASE("bf16: eager and native agree with the float64 reference to bf16 round
   for (const auto& c : cases()) {
     CAPTURE(c.arch);
     CAPTURE(c.dim);
-    Graph g = make(c.arch, c.dim, c.channels, c.features, c.blocks);
-    Weights w = random_weights(g, 31);
-    at::Tensor x = rnd(c.shape, 32);
-    at::Tensor ref = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.2);
+    const auto [g, w, x, ref] = prepare(c, 31, 0.2);
     auto eager = make_eager(g, w, at::kCPU, at::kBFloat16);
     auto nat = make_native(g, w, at::kCPU, at::kBFloat16, c.shape);
     CHECK(count_patterns(nat->fusions()) == c.expected);
@@ -253,10 +265,7 @@ TEST_CASE("native equals eager on CUDA (float32, float64, bf16), graph captured,
   for (const auto& c : cases()) {
     CAPTURE(c.arch);
     CAPTURE(c.dim);
-    Graph g = make(c.arch, c.dim, c.channels, c.features, c.blocks);
-    Weights w = random_weights(g, 21);
-    at::Tensor x = rnd(c.shape, 22);
-    at::Tensor ref64 = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.3);
+    const auto [g, w, x, ref64] = prepare(c, 21, 0.3);
     for (auto dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
       CAPTURE(c10::toString(dtype));
       auto eager = make_eager(g, w, dev, dtype);
@@ -311,22 +320,14 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
   // DRUNet 2D and 3D (7 conv+add each), DnCNN (out_conv + bias + residual: conv+bias+add), with
   // channel counts that are multiples of 4, as cuDNN's fused engines want (the cases above,
   // with 2-5 channels, check whatever path runs against float64 too).
-  struct EpCase {
-    std::string arch;
-    int dim, channels, blocks, adds;
-    std::vector<int64_t> features, shape;
-  };
-  const std::vector<EpCase> eps{{"drunet", 2, 1, 1, 7, {8, 16, 24, 32}, {1, 1, 24, 20}},
-                                {"drunet", 3, 1, 1, 7, {8, 8, 16, 16}, {1, 1, 8, 12, 8}},
-                                {"dncnn", 2, 4, 4, 1, {16}, {2, 4, 16, 12}}};
+  const std::vector<Case> eps{{"drunet", 2, 1, {8, 16, 24, 32}, 1, {1, 1, 24, 20}, {{"conv+add", 7}}},
+                              {"drunet", 3, 1, {8, 8, 16, 16}, 1, {1, 1, 8, 12, 8}, {{"conv+add", 7}}},
+                              {"dncnn", 2, 4, {16}, 4, {2, 4, 16, 12}, {{"conv+bias+add", 1}}}};
   for (const auto& c : eps) {
-    const int adds = c.adds;
+    const int adds = c.expected.begin()->second;
     CAPTURE(c.arch);
     CAPTURE(c.dim);
-    Graph g = make(c.arch, c.dim, c.channels, c.features, c.blocks);
-    Weights w = random_weights(g, 31);
-    at::Tensor x = rnd(c.shape, 32);
-    at::Tensor ref64 = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.2);
+    const auto [g, w, x, ref64] = prepare(c, 31, 0.2);
     for (bool strict : {true, false}) {
       ctx.setAllowTF32CuDNN(!strict);
       for (auto dtype : {at::kFloat, at::kBFloat16}) {
