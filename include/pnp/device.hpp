@@ -32,10 +32,13 @@ std::string device_name(c10::Device d);
 // Number of CUDA devices this process sees (0 without CUDA).
 int cuda_device_count();
 
+// Whether the process was started without a launcher: none of the variables mpirun, srun or
+// a PMI launcher set (OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK, PMI_SIZE, PMI_RANK,
+// PMI_LOCAL_RANK, MPI_LOCALRANKID, SLURM_NTASKS, SLURM_LOCALID).
+bool started_without_launcher();
 // The rank's index among the ranks of its node as the launcher's environment gives it before
 // MPI starts (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID, PMI_LOCAL_RANK), 0
-// for a process started without a launcher (no OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMI_RANK or
-// SLURM_NTASKS), else -1 (unknown).
+// for a process started without a launcher, else -1 (unknown).
 int launcher_local_rank();
 
 // The CUDA context of the device a rank will use, made on a background thread while the main

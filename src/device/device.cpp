@@ -106,6 +106,13 @@ std::string device_name(c10::Device d) {
   return d.is_cuda() ? "cuda" : "cpu";
 }
 
+bool started_without_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_SIZE", "PMI_RANK",
+                           "PMI_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_NTASKS", "SLURM_LOCALID"})
+    if (std::getenv(name)) return false;
+  return true;
+}
+
 int launcher_local_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}) {
     const char* v = std::getenv(name);
@@ -115,9 +122,7 @@ int launcher_local_rank() {
       if (*end == '\0' && r >= 0) return static_cast<int>(r);
     }
   }
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK", "SLURM_NTASKS"})
-    if (std::getenv(name)) return -1;
-  return 0;  // a singleton
+  return started_without_launcher() ? 0 : -1;
 }
 
 DeviceWarmup::DeviceWarmup(bool wanted) {
