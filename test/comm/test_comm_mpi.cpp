@@ -1,9 +1,12 @@
 // Runs under mpiexec with several rank counts (see CMakeLists.txt).
 #include "pnp_test.hpp"
 
+#include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "pnp/comm.hpp"
+#include "pnp/device.hpp"
 #include "pnp/halo.hpp"
 
 using namespace pnp;
@@ -100,4 +103,34 @@ TEST_CASE("transfers above the MPI count limit are split into chunks, with the s
   at::Tensor img = comm->gather_tiles(pattern(me.own, n), d);
   if (r == 0) CHECK(at::equal(img, pattern(Box{0, n, 0, n}, n)));
   set_mpi_max_count(std::numeric_limits<int>::max());
+}
+
+TEST_CASE("the launcher's environment: the local rank it gives is MPI's node-local rank") {
+  // Under mpirun (this test's launch): not a singleton, and the local rank read before MPI
+  // started (the CUDA context thread's device) is the one MPI_COMM_TYPE_SHARED gives.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &node);
+  int local = -1;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  CHECK_FALSE(started_without_launcher());
+  CHECK(launcher_local_rank() == local);
+  // Without the launcher's variables: a singleton, local rank 0; with SLURM_LOCALID only: that
+  // value; with one that is not a number: unknown (-1), never a guess.
+  const char* names[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_SIZE", "PMI_RANK",
+                         "PMI_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_NTASKS", "SLURM_LOCALID"};
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) saved.emplace_back(n, v);
+  for (const char* n : names) unsetenv(n);
+  CHECK(started_without_launcher());
+  CHECK(launcher_local_rank() == 0);
+  setenv("SLURM_LOCALID", "3", 1);
+  CHECK_FALSE(started_without_launcher());
+  CHECK(launcher_local_rank() == 3);
+  setenv("SLURM_LOCALID", "3x", 1);
+  CHECK(launcher_local_rank() == -1);
+  unsetenv("SLURM_LOCALID");
+  for (const auto& [n, v] : saved) setenv(n.c_str(), v.c_str(), 1);
+  CHECK(launcher_local_rank() == local);
 }
