@@ -1,9 +1,11 @@
 // The native backend's executor (include/pnp/nn/native.hpp): materialises a plan (plan.hpp:
 // fusions, steps, liveness, in-place and slots, decided on the IR alone) on a device and dtype,
 // i.e. folds BN in float64, uploads channels-last weights and allocates the slots, then runs the
-// steps, warms up / autotunes cuDNN and captures the forward as a CUDA graph. Slightly over 400
-// lines: materialising, running and capturing share the executor's private state (slots, the
-// side stream, the graph), and the planning half already lives in plan.cpp.
+// steps, warms up / autotunes cuDNN (choosing, per layout, between a cuDNN graph with the
+// residual add in its epilogue and conv then add_) and captures the forward as a CUDA graph.
+// About 600 lines: materialising, running, choosing and capturing share the executor's private
+// state (slots, workspace, the side stream, the graph); the planning half lives in plan.cpp and
+// the cuDNN graphs themselves in cudnn_epilogue.cpp.
 #include "pnp/nn/native.hpp"
 #include "pnp/timing.hpp"
 #include "plan.hpp"
