@@ -1,6 +1,8 @@
 // Distributed power method for ||A^T A||.
 #include <pnp/physics.hpp>
 
+#include <ATen/Parallel.h>
+
 #include <cmath>
 
 namespace pnp::physics {
@@ -9,12 +11,15 @@ at::Tensor power_start(const Box& box, int64_t n, uint64_t seed) {
   auto x = at::empty({std::max<int64_t>(box.rows(), 0), std::max<int64_t>(box.cols(), 0)}, at::kDouble);
   auto* p = x.data_ptr<double>();
   const uint64_t key = splitmix64(seed ^ 0x5DEECE66Dull);
-  for (int64_t r = 0; r < box.rows(); ++r)
-    for (int64_t c = 0; c < box.cols(); ++c) {
-      const uint64_t idx = static_cast<uint64_t>((box.r0 + r) * n + (box.c0 + c));
-      const uint64_t h = splitmix64(key + idx * 0xD1B54A32D192ED03ull);
-      p[r * box.cols() + c] = static_cast<double>(h >> 11) * 0x1.0p-53;
-    }
+  // rows in parallel (a 4096² start is 16.7 M hashes); every value depends on its pixel only
+  at::parallel_for(0, box.rows(), 64, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < box.cols(); ++c) {
+        const uint64_t idx = static_cast<uint64_t>((box.r0 + r) * n + (box.c0 + c));
+        const uint64_t h = splitmix64(key + idx * 0xD1B54A32D192ED03ull);
+        p[r * box.cols() + c] = static_cast<double>(h >> 11) * 0x1.0p-53;
+      }
+  });
   return x;
 }
 
@@ -33,7 +38,8 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
   auto sum_sq = [](const at::Tensor& t) { return t.to(at::kDouble).square().sum().reshape({1}); };
   auto local_sum_sq = [&](const at::Tensor& t) { return box.empty() ? at::zeros({1}, dopts) : sum_sq(t); };
 
-  at::Tensor x = power_start(box, g.n, opt.seed).to(opts);
+  // rounded to the dtype on the host, then copied (half the bytes of a float64 upload for float32)
+  at::Tensor x = power_start(box, g.n, opt.seed).to(dtype).to(device);
   {
     at::Tensor total = local_sum_sq(x);
     allreduce_sum(total);
