@@ -12,9 +12,10 @@ namespace pnp {
 MpiSession::MpiSession(int& argc, char**& argv) {
 #ifdef OMPI_MAJOR_VERSION
   // Started without mpirun: OpenMPI's MPI_Init would fork its daemon (orted) for a job of one
-  // process (the demo's `mpi` set-up part on one rank, 2-core CPU: 0.325 s with the daemon,
-  // 0.244 s isolated). Isolated, the singleton cannot MPI_Comm_spawn, which pnp never does. A
-  // value the user set is kept.
+  // process (the demo's `mpi` set-up part on one rank, 2-core CPU: 0.326 / 0.330 s with the
+  // daemon, 0.231 / 0.246 s isolated, docs/measurements/2026-12-01f/cpu_singleton.txt).
+  // Isolated, the singleton cannot MPI_Comm_spawn, which pnp never does. A value the user set
+  // is kept.
   if (started_without_launcher()) setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
 #endif
   int provided = 0;

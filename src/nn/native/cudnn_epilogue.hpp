@@ -38,8 +38,8 @@ class EpilogueConv {
 
 // Builds the graph and its plan (with candidates > 1, the fastest of that many, timed on the
 // spec's tensors: y is written). Throws pnp::Error with cuDNN's message when no engine supports
-// it. (Timing every plan cuDNN offers, the frontend's autotune(), took 228 s for DRUNet 4096²'s
-// 28 graphs on an H200: most of it building runtime-compiled engines.)
+// it. (Building and timing every plan cuDNN offers, the frontend's autotune(), took 228 s for
+// DRUNet 4096²'s 28 graphs on an H200; the split between building and timing was not measured.)
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec);
 
 // The fastest of `reps` runs of fn on the current CUDA stream, in ms, after one untimed run.
