@@ -28,6 +28,10 @@
 #                                    eager, native and deepinv under torch.compile (default and
 #                                    max-autotune, CAP s each, default 60); needs deepinv on
 #                                    PYTHONPATH (the device tool: carried wheels)
+#   scripts/gpu_measure.sh sweeppart ARCHS ARMS [CAP]
+#                                    input/sweep.toml's rows of these architectures and arms (comma
+#                                    lists; the torch_compile arms capped at CAP s, default 60), to
+#                                    $OUT/pnp_bench_<ARCHS>_<ARMS>.h5: the sweep in 10-minute parts
 #   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice,
 #                                    for the spread); DRUNet 4096²'s native compile without and with
 #                                    autotune; the projector standalone, and Nsight Compute's view of its two kernels
@@ -38,7 +42,7 @@ set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer|setup|projector}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer|sweeppart|setup|projector}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -158,6 +162,19 @@ run() {  # name, then --set overrides
           -e 's/^backends = .*/backends = ["eager", "native", "torch_compile", "torch_compile_max_autotune"]/' \
           -e "s/^timeout_s = .*/timeout_s = ${2:-60}/" input/sweep.toml >/tmp/sweep_peer.toml
       "$bin/pnp_bench" /tmp/sweep_peer.toml --output "$out/pnp_bench_peer.h5" --force ;;
+    sweeppart)
+      # input/sweep.toml split by architecture and arm, for the device tool's 10-minute calls:
+      # ARCHS and ARMS are comma lists (dncnn,drunet / eager,native,...), CAP the peer's cap in s;
+      # to $out/pnp_bench_<ARCHS>_<ARMS>.h5 (the figures read several files as one sweep)
+      archs=${2:?sweeppart ARCHS ARMS [CAP]} arms=${3:?sweeppart ARCHS ARMS [CAP]}
+      q() { printf '"%s", ' ${1//,/ } | sed 's/, $//'; }
+      n=$(( $(tr -cd , <<<"$archs" | wc -c) + 1 ))
+      sed -e "s/^architectures = .*/architectures = [$(q "$archs")]/" -e "s/^backends = .*/backends = [$(q "$arms")]/" \
+          -e "s/^timeout_s = .*/timeout_s = ${4:-60}/" -e "s/^compile_jobs = .*/compile_jobs = $(( n * 6 ))/" \
+          input/sweep.toml >/tmp/sweep_part.toml
+      grep -E "^(architectures|backends|timeout_s|compile_jobs) =" /tmp/sweep_part.toml
+      TORCHINDUCTOR_COMPILE_THREADS=2 PNP_CACHE_DIR=$cache "$bin/pnp_bench" /tmp/sweep_part.toml \
+        --output "$out/pnp_bench_${archs//,/_}_${arms//,/_}.h5" --force ;;
     setup)
       for i in 1 2; do
         "$bin/pnp_recon" input/study_4096.toml --output "/tmp/study_setup_$i.h5" --force \
