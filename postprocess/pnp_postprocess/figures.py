@@ -7,6 +7,8 @@ notebook, a cell ending in one shows it.
 """
 from __future__ import annotations
 
+import textwrap
+
 import math
 from collections import defaultdict
 
@@ -328,9 +330,20 @@ def plot_peer_speedup(rows: list[dict], target: float = 1.2):
     cx.set_yscale("log")
     cx.set_ylabel("compile [s]")
     cx.set_title("compile time: o pnp native, x torch.compile (its better arm)", fontsize=10)
-    capped = [f"{r['architecture']} {shape_label(r['shape'])}: {r['peer_capped']}" for r in rows if r["peer_capped"]]
+    # the rows each torch.compile arm was cut off on ("every row" when on all of them)
+    capped: dict[str, list[str]] = {}
+    for r in rows:
+        for arm in filter(None, r["peer_capped"].split(",")):
+            capped.setdefault(arm, []).append(f"{r['architecture']} {shape_label(r['shape'])}")
     if capped:
-        fig.text(0.01, 0.01, "torch.compile arms cut off by their time cap: " + "; ".join(capped), fontsize=7)
+        parts = [f"{arm}: " + ("every row" if len(where) == len(rows) else ", ".join(where))
+                 for arm, where in sorted(capped.items())]
+        note = "torch.compile arms cut off by their time cap (compared without them) - " + "; ".join(parts)
+        text = textwrap.fill(note, 230)
+        # room below the axes for the note (the constrained layout ignores figure texts)
+        bottom = 0.035 * (text.count("\n") + 1) + 0.01
+        fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))
+        fig.text(0.01, 0.01, text, fontsize=7, va="bottom")
     cx.yaxis.set_major_formatter(_plain_log_formatter())
     cx.yaxis.set_minor_formatter(_plain_log_formatter(minor=True))
     cx.grid(axis="y", which="both", alpha=0.25)

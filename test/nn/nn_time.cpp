@@ -11,7 +11,9 @@
 //           [--cache DIR] [--warm-only] [--profile N]
 // --native letters switch native options on: c channels-last, f fuse, a autotune, g CUDA graph,
 // b cuDNN's fused ops in bf16, e conv + residual add as cuDNN graphs where timed faster (with
-// a; cudnn_epilogues), E wherever cuDNN has a plan (cudnn_epilogues_forced).
+// a; cudnn_epilogues), E wherever cuDNN has a plan (cudnn_epilogues_forced), p the persistent
+// plan cache in <--cache>/native (plan_cache_dir: run twice, the second run loads), n no ATen
+// cuDNN benchmark mode in the autotune (cudnn_benchmark off).
 // --warm-only keeps an inductor package already in the cache (no cold run). --profile N records N more calls per arm with the Kineto profiler and prints the
 // longest device kernels (names, calls per forward, time per forward) and the kernel-busy time.
 #include <ATen/ATen.h>
@@ -59,11 +61,11 @@ int main(int argc, char** argv) {
         "dtype", po::value(&dtype_s)->default_value("float32"), "float32, bfloat16 or float64")(
         "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
         "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
-        "native", po::value(&native_s)->default_value("cfagbe"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always")(
+        "native", po::value(&native_s)->default_value("cfagbe"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, p plan cache in <cache>/native, n no ATen benchmark mode")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
         "mode", po::value(&io.mode)->default_value("default"), "inductor mode: default or max-autotune")(
-        "cache", po::value(&io.cache_dir)->default_value(".pnp_cache_time"), "inductor cache directory");
+        "cache", po::value(&io.cache_dir)->default_value(".pnp_cache_time"), "inductor (and native plan) cache directory");
     po::options_description hidden;
     hidden.add_options()("arch", po::value(&arch))("channels", po::value(&channels))("shape", po::value(&shape_s));
     po::positional_options_description pos;
@@ -94,6 +96,8 @@ int main(int argc, char** argv) {
     nopt.cudnn_fused_bf16 = native_s.find('b') != std::string::npos;
     nopt.cudnn_epilogues = native_s.find_first_of("eE") != std::string::npos;
     nopt.cudnn_epilogues_forced = native_s.find('E') != std::string::npos;
+    if (native_s.find('p') != std::string::npos) nopt.plan_cache_dir = (fs::path(io.cache_dir) / "native").string();
+    nopt.cudnn_benchmark = native_s.find('n') == std::string::npos;
 
     const auto g = nn::build(s);
     const auto w = nn::init_weights(g, 1);

@@ -5,7 +5,11 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include "pnp_test.hpp"
 
+#include <array>
+#include <filesystem>
 #include <map>
+#include <regex>
+#include <unistd.h>
 
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/models.hpp"
@@ -14,6 +18,7 @@
 
 using namespace pnp;
 using namespace pnp::nn;
+namespace fs = std::filesystem;
 
 namespace {
 Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks = -1) {
@@ -365,6 +370,42 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           at::Tensor x2 = rnd(c.shape, 33);
           CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.05)) <
                 (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
+          if (forced) continue;
+          // the persistent plan cache: a first executor chooses and stores every layout, a
+          // second loads them all (nothing built or timed) and computes the same output
+          const fs::path dir = fs::temp_directory_path() / ("pnp_native_plan_cache_" + std::to_string(::getpid()));
+          for (const fs::path& d : {dir / "native", dir}) {
+            std::error_code ec;
+            if (fs::is_directory(d, ec))
+              for (const auto& e : fs::directory_iterator(d)) fs::remove(e.path(), ec);
+            fs::remove(d, ec);
+          }
+          NativeOptions oc;
+          oc.plan_cache_dir = (dir / "native").string();
+          auto cold = make_native(g, w, dev, dtype, c.shape, oc);
+          auto warm = make_native(g, w, dev, dtype, c.shape, oc);
+          std::string cold_notes, warm_notes;
+          for (const auto& n : cold->notes()) cold_notes += n + "; ";
+          for (const auto& n : warm->notes()) warm_notes += n + "; ";
+          MESSAGE("  plan cache, cold: " << cold_notes << "\n  plan cache, warm: " << warm_notes);
+          // "plan cache DIR: L of N layouts loaded, S stored"
+          auto counts = [](const std::string& notes) {
+            std::smatch m;
+            static const std::regex re("plan cache [^:]*: ([0-9]+) of ([0-9]+) layouts loaded, ([0-9]+) stored");
+            return std::regex_search(notes, m, re) ? std::array<int, 3>{std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3])}
+                                                   : std::array<int, 3>{-1, -1, -1};
+          };
+          const auto cc = counts(cold_notes), wc = counts(warm_notes);
+          CHECK(cc[1] > 0);
+          CHECK(cc[0] == 0);      // nothing to load cold
+          CHECK(cc[2] == cc[1]);  // every layout stored
+          CHECK(wc[1] == cc[1]);
+          CHECK(wc[0] == wc[1]);  // every layout loaded warm
+          CHECK(wc[2] == 0);      // none chosen again
+          const at::Tensor yc = cold->forward(x, 0.2), yw = warm->forward(x, 0.2);
+          CHECK(yw.abs().max().item<double>() > 0);
+          CHECK(rel_err(yw, yc) < (dtype == at::kFloat ? 1e-6 : 1e-3));  // the same plans, the same sums
+          CHECK(rel_err(yw, ref64) < (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
         }
       }
     }

@@ -50,7 +50,7 @@ namespace pnp::nn {
 struct NativeOptions {
   bool channels_last = true;
   bool fuse = true;        // pattern fusions (BN folding is always done)
-  bool autotune = true;    // cuDNN benchmark mode during the compile warm-up (CUDA)
+  bool autotune = true;    // measured choices in the compile warm-up (CUDA): cuDNN benchmark mode, epilogues
   bool cuda_graph = true;  // capture the whole forward as one CUDA graph (CUDA)
   int warmup_calls = 1;    // compile-time warm-up runs (autotuning, validation) before capture
   // The warm-up runs in the first forward instead, on its input, and returns that output; the
@@ -73,6 +73,16 @@ struct NativeOptions {
   // wherever cuDNN has one, untimed, also without autotune (tests, measurements).
   bool cudnn_epilogues = true;
   bool cudnn_epilogues_forced = false;
+  // A persistent cache of those per-layout choices and of the chosen cuDNN plans, serialised
+  // (src/nn/native/plan_cache.hpp): a later process loads them instead of building and timing
+  // three plans per layout. Empty: none. Keyed by the layout, the GPU, cuDNN, the frontend,
+  // torch, the dtype and TF32; a damaged or foreign entry is chosen again (notes() says so).
+  std::string plan_cache_dir;
+  // With autotune: ATen's cuDNN benchmark mode for the convolutions pnp does not choose itself
+  // (their choice lives in ATen's process-local cache, which no cache of pnp's can hold). Off:
+  // those run on cuDNN's heuristics, and a compile whose choices all come from the plan cache
+  // times nothing.
+  bool cudnn_benchmark = true;
   // Runs the halo nodes of a graph from with_layer_halos (kept by reference; it must outlive
   // the executor). Every warm-up call exchanges too, so all ranks compile together.
   HaloExchanger* exchanger = nullptr;

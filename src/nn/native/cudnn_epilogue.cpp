@@ -38,20 +38,32 @@ cudnnHandle_t handle_on_current_stream() {
   return h;
 }
 
+// Fixed tensor uids: a plan serialised in one process is executed with these in another.
+enum Uid : int64_t { kX = 1, kW, kZ, kB, kY };
+
 class Impl final : public EpilogueConv {
  public:
   explicit Impl(const EpilogueSpec& s) : has_bias_(s.b.defined()) {
+    if (s.plan) {  // a serialised plan: no graph to build, no plans to time
+      cudnnHandle_t h = handle_on_current_stream();
+      check(g_.deserialize(h, *s.plan), "deserialize (plan cache)");
+      check(g_.get_workspace_size(workspace_), "get_workspace_size");
+      deserialized_ = true;
+      if (g_.get_plan_name_at_index(0, engine_).is_bad()) engine_ = "(from the plan cache)";
+      return;
+    }
     const fe::DataType_t io = fe_type(s.x.scalar_type());
     g_.set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
-    auto tensor = [&](const char* name, const at::Tensor& t) {
+    auto tensor = [&](const char* name, int64_t uid, const at::Tensor& t) {
       return g_.tensor(fe::graph::Tensor_attributes()
                            .set_name(name)
+                           .set_uid(uid)
                            .set_dim(t.sizes().vec())
                            .set_stride(t.strides().vec())
                            .set_data_type(fe_type(t.scalar_type())));
     };
-    X_ = tensor("x", s.x);
-    W_ = tensor("w", s.w);
+    X_ = tensor("x", kX, s.x);
+    W_ = tensor("w", kW, s.w);
     const std::vector<int64_t> dilation(s.stride.size(), 1);
     TensorPtr cur = g_.conv_fprop(X_, W_,
                                   fe::graph::Conv_fprop_attributes()
@@ -63,14 +75,14 @@ class Impl final : public EpilogueConv {
     auto add = [&] {
       return fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT);
     };
-    Z_ = tensor("z", s.z);
+    Z_ = tensor("z", kZ, s.z);
     cur = g_.pointwise(cur, Z_, add().set_name("residual"));
     if (has_bias_) {  // [K] as [1, K, 1, ...] broadcast over the image
       const int64_t k = s.b.numel();
       std::vector<int64_t> dim(static_cast<size_t>(s.x.dim()), 1), stride(static_cast<size_t>(s.x.dim()), k);
       dim[1] = k;
       stride[1] = 1;
-      B_ = g_.tensor(fe::graph::Tensor_attributes().set_name("b").set_dim(dim).set_stride(stride).set_data_type(
+      B_ = g_.tensor(fe::graph::Tensor_attributes().set_name("b").set_uid(kB).set_dim(dim).set_stride(stride).set_data_type(
           fe_type(s.b.scalar_type())));
       cur = g_.pointwise(cur, B_, add().set_name("bias"));
     }
@@ -80,7 +92,7 @@ class Impl final : public EpilogueConv {
                                   .set_mode(fe::PointwiseMode_t::RELU_FWD)
                                   .set_compute_data_type(fe::DataType_t::FLOAT));
     Y_ = cur;
-    Y_->set_output(true).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(io);
+    Y_->set_output(true).set_uid(kY).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(io);
 
     cudnnHandle_t h = handle_on_current_stream();
     check(g_.validate(), "validate");
@@ -120,6 +132,9 @@ class Impl final : public EpilogueConv {
     }
     check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
     check(g_.get_plan_name_at_index(index_, engine_), "get_plan_name");
+    // the chosen plan as the graph's candidate (what serialize writes): already built, so this
+    // only selects it
+    check(g_.build_plan_at_index(h, index_), "select the chosen plan");
   }
 
   int64_t workspace_bytes() const override { return workspace_; }
@@ -129,24 +144,30 @@ class Impl final : public EpilogueConv {
            void* workspace) override {
     if (has_bias_ != (b != nullptr)) throw Error("cuDNN graph (conv + epilogue): bias given where the graph has none, or not given");
     auto pack = variant_pack(x, w, z, b, y);
-    check(g_.execute_plan_at_index(handle_on_current_stream(), pack, workspace, index_), "execute");
+    if (deserialized_)
+      check(g_.execute(handle_on_current_stream(), pack, workspace), "execute");
+    else
+      check(g_.execute_plan_at_index(handle_on_current_stream(), pack, workspace, index_), "execute");
+  }
+
+  std::vector<uint8_t> serialize() const override {
+    std::vector<uint8_t> data;
+    if (g_.serialize(data, /*serialize_structure=*/false).is_bad()) data.clear();
+    return data;
   }
 
  private:
   std::unordered_map<int64_t, void*> variant_pack(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z,
                                                   const at::Tensor* b, const at::Tensor& y) const {
-    std::unordered_map<int64_t, void*> p{{X_->get_uid(), x.data_ptr()},
-                                         {W_->get_uid(), w.data_ptr()},
-                                         {Z_->get_uid(), z.data_ptr()},
-                                         {Y_->get_uid(), y.data_ptr()}};
-    if (b) p.emplace(B_->get_uid(), b->data_ptr());
+    std::unordered_map<int64_t, void*> p{{kX, x.data_ptr()}, {kW, w.data_ptr()}, {kZ, z.data_ptr()}, {kY, y.data_ptr()}};
+    if (b) p.emplace(kB, b->data_ptr());
     return p;
   }
 
   fe::graph::Graph g_;
   TensorPtr X_, W_, Z_, B_, Y_;
-  bool has_bias_ = false;
-  int64_t index_ = 0;  // the plan run
+  bool has_bias_ = false, deserialized_ = false;
+  int64_t index_ = 0;  // the plan run (built here; a deserialised graph runs its one plan)
   int64_t workspace_ = 0;
   std::string engine_;
 };
@@ -154,6 +175,12 @@ class Impl final : public EpilogueConv {
 }  // namespace
 
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec) { return std::make_unique<Impl>(spec); }
+
+std::string epilogue_environment(int device) {
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(device < 0 ? at::cuda::current_device() : device);
+  return std::string("gpu=") + p->name + " sm" + std::to_string(p->major * 10 + p->minor) +
+         " cudnn=" + std::to_string(cudnnGetVersion()) + " cudnn_frontend=" + std::to_string(CUDNN_FRONTEND_VERSION);
+}
 
 double time_on_stream_ms(const std::function<void()>& fn, int reps) {
   fn();

@@ -24,6 +24,9 @@ struct EpilogueSpec {
   bool relu = false;
   bool tf32 = true;    // float32 I/O: tensor-core (TF32) engines allowed
   int candidates = 1;  // time the first plans of cuDNN's heuristic order on these tensors, keep the fastest
+  // A plan serialised by EpilogueConv::serialize for this same spec (plan_cache.hpp): loaded
+  // instead of built and timed; make_epilogue_conv throws when cuDNN does not take it.
+  const std::vector<uint8_t>* plan = nullptr;
 };
 
 class EpilogueConv {
@@ -31,6 +34,9 @@ class EpilogueConv {
   virtual ~EpilogueConv() = default;
   virtual int64_t workspace_bytes() const = 0;
   virtual std::string engine() const = 0;  // the chosen plan's name
+  // The chosen plan as the frontend serialises it (Graph::serialize, the plan only), for
+  // EpilogueSpec::plan in a later process; empty when cuDNN cannot serialise this plan.
+  virtual std::vector<uint8_t> serialize() const = 0;
   // The spec's computation on tensors shaped like the spec's, on the current CUDA stream.
   virtual void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
                    void* workspace) = 0;
@@ -41,6 +47,10 @@ class EpilogueConv {
 // it. (Building and timing every plan cuDNN offers, the frontend's autotune(), took 228 s for
 // DRUNet 4096²'s 28 graphs on an H200; the split between building and timing was not measured.)
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec);
+
+// What a plan depends on besides its layout, for the plan cache's key: the GPU (name, compute
+// capability), cuDNN's version (the library loaded) and the frontend's (the headers built with).
+std::string epilogue_environment(int device);
 
 // The fastest of `reps` runs of fn on the current CUDA stream, in ms, after one untimed run.
 double time_on_stream_ms(const std::function<void()>& fn, int reps = 3);

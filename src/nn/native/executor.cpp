@@ -32,6 +32,8 @@
 #endif
 #ifdef PNP_HAVE_CUDNN_FE
 #include "cudnn_epilogue.hpp"
+#include "plan_cache.hpp"
+#include <torch/version.h>
 #endif
 
 namespace pnp::nn {
@@ -282,7 +284,7 @@ class NativeImpl final : public NativeExecutor {
     auto it = epilogues_.find(key);
     if (it == epilogues_.end()) {
       if (!validating_) return {};
-      it = epilogues_.emplace(key, choose_epilogue(s, t, x, z, y, padding)).first;
+      it = epilogues_.emplace(key, choose_epilogue(key, s, t, x, z, y, padding)).first;
     }
     Epilogue& e = it->second;
     if (!e.use) return {};
@@ -294,23 +296,67 @@ class NativeImpl final : public NativeExecutor {
 
   struct Epilogue {
     std::shared_ptr<native::EpilogueConv> graph;
-    bool use = false;
+    bool use = false, cached = false;  // cached: the choice (and plan) came from the plan cache
     double graph_ms = 0, generic_ms = 0;  // NaN when not timed
-    std::string shape, why;
+    std::string shape, engine, why;       // engine: the graph's plan; why: no graph built
   };
 
-  Epilogue choose_epilogue(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor& z, at::Tensor& y,
-                           const std::vector<int64_t>& padding) {
+  // The plan cache (NativeOptions::plan_cache_dir), made at the first layout it is asked for.
+  native::PlanCache& plan_cache() {
+    if (!plan_cache_ && !opt_.plan_cache_dir.empty() && !opt_.cudnn_epilogues_forced)
+      plan_cache_.emplace(opt_.plan_cache_dir,
+                          native::epilogue_environment(device_.index()) + " torch=" + TORCH_VERSION +
+                              " dtype=" + std::string(c10::toString(dtype_)) +
+                              " tf32=" + (at::globalContext().allowTF32CuDNN() ? "1" : "0"));
+    if (!plan_cache_) plan_cache_.emplace();
+    return *plan_cache_;
+  }
+
+  Epilogue choose_epilogue(const std::string& layout, const PlanStep& s, Bound& t, const at::Tensor& x,
+                           const at::Tensor& z, at::Tensor& y, const std::vector<int64_t>& padding) {
     Epilogue e;
     e.shape = shape_string(y.sizes().vec());
     const bool forced = opt_.cudnn_epilogues_forced;
+    native::EpilogueSpec spec{x, t.w, z, t.b, y, s.stride, padding, false, at::globalContext().allowTF32CuDNN(),
+                              forced ? 1 : 3};
+    native::PlanCache& cache = plan_cache();
+    if (cache.enabled()) {
+      std::string why;
+      if (std::optional<native::PlanChoice> c = cache.load(layout, &why)) {
+        e.cached = true;
+        e.graph_ms = c->graph_ms, e.generic_ms = c->generic_ms, e.engine = c->engine;
+        if (!c->graph) {
+          ++cache_loaded_;
+          return e;  // the generic ops, as measured when the entry was written
+        }
+        try {
+          spec.plan = &c->plan;
+          e.graph = native::make_epilogue_conv(spec);
+          spec.plan = nullptr;
+          if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0))
+            ws_ = at::empty({e.graph->workspace_bytes()}, x.options().dtype(at::kByte));
+          e.use = true;
+          ++cache_loaded_;
+          return e;
+        } catch (const std::exception& ex) {
+          const std::string msg = ex.what();
+          cache_notes_.push_back(cache.path(layout) + ": its plan was not taken (" + msg.substr(0, msg.find('\n')) +
+                                 "), chosen again");
+          spec.plan = nullptr;
+          e = Epilogue{};
+          e.shape = shape_string(y.sizes().vec());
+        }
+      } else if (!why.empty()) {
+        cache_notes_.push_back(why + ", chosen again");
+      }
+    }
     try {
-      native::EpilogueSpec spec{x, t.w, z, t.b, y, s.stride, padding, false, at::globalContext().allowTF32CuDNN(),
-                                forced ? 1 : 3};
       e.graph = native::make_epilogue_conv(spec);
+      e.engine = e.graph->engine();
     } catch (const std::exception& ex) {
       const std::string msg = ex.what();
       e.why = msg.substr(0, msg.find('\n'));
+      remember(cache, layout, e);
       return e;
     }
     if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0))
@@ -327,21 +373,45 @@ class NativeImpl final : public NativeExecutor {
     e.generic_ms = native::time_on_stream_ms(
         [&] { at::convolution(x, t.w, b, s.stride, padding, dil, false, none, s.groups).add_(z); });
     e.use = e.graph_ms < e.generic_ms;
+    remember(cache, layout, e);
     return e;
+  }
+
+  // A layout's choice into the plan cache (when there is one): the graph with its serialised
+  // plan, or the generic ops (also where cuDNN had no plan: not tried again).
+  void remember(native::PlanCache& cache, const std::string& layout, const Epilogue& e) {
+    if (!cache.enabled()) return;
+    native::PlanChoice c;
+    c.graph = e.use;
+    c.engine = e.graph ? e.engine : "none (" + e.why + ")";
+    c.graph_ms = e.graph_ms, c.generic_ms = e.generic_ms;
+    if (e.use) {
+      c.plan = e.graph->serialize();
+      if (c.plan.empty()) {
+        cache_notes_.push_back("the plan of " + e.shape + " (" + e.engine + ") cannot be serialised: not cached");
+        return;
+      }
+    }
+    std::string why;
+    if (cache.store(layout, c, &why))
+      ++cache_stored_;
+    else
+      cache_notes_.push_back(why);
   }
 
   std::string epilogue_summary() const {
     std::string r;
     char buf[160];
     for (const auto& [key, e] : epilogues_) {
-      if (!e.graph)
+      const std::string from = e.cached ? " (plan cache)" : "";
+      if (!e.graph && !e.cached)
         r += "; " + e.shape + ": no cuDNN plan (" + e.why + ")";
       else if (std::isnan(e.graph_ms))
-        r += "; " + e.shape + ": " + e.graph->engine() + " (forced)";
+        r += "; " + e.shape + ": " + e.engine + (e.cached ? from : " (forced)");
       else {
-        std::snprintf(buf, sizeof buf, ": %s %.3f ms against conv then add_ %.3f ms", e.graph->engine().c_str(), e.graph_ms,
+        std::snprintf(buf, sizeof buf, ": %s %.3f ms against conv then add_ %.3f ms", e.engine.c_str(), e.graph_ms,
                       e.generic_ms);
-        r += "; " + e.shape + buf;
+        r += "; " + e.shape + buf + (e.use ? "" : ", the two ops run") + from;
       }
     }
     return r;
@@ -505,7 +575,7 @@ class NativeImpl final : public NativeExecutor {
     }
     auto& ctx = at::globalContext();
     const bool bench_before = ctx.benchmarkCuDNN();
-    if (opt_.autotune) ctx.setBenchmarkCuDNN(true);
+    if (opt_.autotune && opt_.cudnn_benchmark) ctx.setBenchmarkCuDNN(true);
     at::Tensor y;
     try {
       validating_ = true;
@@ -544,6 +614,12 @@ class NativeImpl final : public NativeExecutor {
       notes_.push_back("CUDA: " + std::to_string(used) + " of " + std::to_string(epilogues) +
                        " convolutions with a residual add run as cuDNN graphs with the add in their epilogue" +
                        epilogue_summary());
+    }
+    if (plan_cache_ && plan_cache_->enabled()) {
+      std::string n = "plan cache " + plan_cache_->dir() + ": " + std::to_string(cache_loaded_) + " of " +
+                      std::to_string(epilogues_.size()) + " layouts loaded, " + std::to_string(cache_stored_) + " stored";
+      for (const auto& c : cache_notes_) n += "; " + c;
+      notes_.push_back(n);
     }
 #endif
     return y;
@@ -598,6 +674,9 @@ class NativeImpl final : public NativeExecutor {
   at::Tensor ws_;  // the cuDNN graphs' workspace, grown in the warm-up (before any capture)
 #ifdef PNP_HAVE_CUDNN_FE
   std::map<std::string, Epilogue> epilogues_;  // by layout (epilogue_conv)
+  std::optional<native::PlanCache> plan_cache_;
+  int cache_loaded_ = 0, cache_stored_ = 0;
+  std::vector<std::string> cache_notes_;
 #endif
   SigmaBuffer sigma_;
   bool captured_ = false, validating_ = false, warmed_ = false;

@@ -1,0 +1,121 @@
+// The native backend's persistent plan cache (plan_cache.hpp).
+#include "plan_cache.hpp"
+
+#include "pnp/core.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace pnp::nn::native {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kMagic = "pnp-native-plan 1";
+
+// A header line "<name> <value>" (the value may hold spaces, never a newline).
+bool field(std::istream& in, const std::string& name, std::string& value) {
+  std::string line;
+  if (!std::getline(in, line) || line.compare(0, name.size() + 1, name + " ") != 0) return false;
+  value = line.substr(name.size() + 1);
+  return true;
+}
+
+std::string one_line(const std::string& s) {
+  std::string r = s;
+  for (char& c : r)
+    if (c == '\n' || c == '\r') c = ' ';
+  return r;
+}
+
+std::string ms_text(double v) {
+  if (std::isnan(v)) return "nan";
+  std::ostringstream o;
+  o.precision(17);
+  o << v;
+  return o.str();
+}
+
+}  // namespace
+
+PlanCache::PlanCache(std::string dir, std::string env) : dir_(std::move(dir)), env_(one_line(env)) {}
+
+std::string PlanCache::path(const std::string& layout) const {
+  return (fs::path(dir_) / (fnv1a_hex(env_ + "\n" + one_line(layout)) + ".plan")).string();
+}
+
+std::optional<PlanChoice> PlanCache::load(const std::string& layout, std::string* why) const {
+  auto miss = [&](const std::string& reason) -> std::optional<PlanChoice> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (!enabled()) return miss("");
+  const std::string p = path(layout);
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return miss("");  // no entry
+  std::string magic, env, lay, use, engine, gms, ems, bytes;
+  if (!std::getline(in, magic) || magic != kMagic) return miss(p + ": not a plan cache entry");
+  if (!field(in, "env", env) || !field(in, "layout", lay) || !field(in, "use", use) || !field(in, "engine", engine) ||
+      !field(in, "graph_ms", gms) || !field(in, "generic_ms", ems) || !field(in, "plan_bytes", bytes))
+    return miss(p + ": damaged header");
+  if (env != env_ || lay != one_line(layout)) return miss(p + ": written for another GPU, version or layout");
+  if (use != "graph" && use != "ops") return miss(p + ": damaged header (use)");
+  PlanChoice c;
+  c.graph = use == "graph";
+  c.engine = engine;
+  try {
+    c.graph_ms = gms == "nan" ? std::nan("") : std::stod(gms);
+    c.generic_ms = ems == "nan" ? std::nan("") : std::stod(ems);
+    const long long n = std::stoll(bytes);
+    if (n < 0 || n > (int64_t{1} << 30)) return miss(p + ": damaged header (plan_bytes)");
+    c.plan.resize(static_cast<size_t>(n));
+  } catch (const std::exception&) {
+    return miss(p + ": damaged header (numbers)");
+  }
+  if (!c.plan.empty() && !in.read(reinterpret_cast<char*>(c.plan.data()), static_cast<std::streamsize>(c.plan.size())))
+    return miss(p + ": truncated plan");
+  if (in.peek() != std::char_traits<char>::eof()) return miss(p + ": trailing bytes");
+  if (c.graph && c.plan.empty()) return miss(p + ": a graph choice without its plan");
+  return c;
+}
+
+bool PlanCache::store(const std::string& layout, const PlanChoice& c, std::string* why) const {
+  auto fail = [&](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
+  if (!enabled()) return fail("no plan cache directory");
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) return fail("cannot create " + dir_ + ": " + ec.message());
+  const std::string p = path(layout);
+  const std::string tmp = p + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return fail("cannot write " + tmp + ": " + std::strerror(errno));
+    out << kMagic << "\nenv " << env_ << "\nlayout " << one_line(layout) << "\nuse " << (c.graph ? "graph" : "ops")
+        << "\nengine " << one_line(c.engine) << "\ngraph_ms " << ms_text(c.graph_ms) << "\ngeneric_ms "
+        << ms_text(c.generic_ms) << "\nplan_bytes " << c.plan.size() << "\n";
+    out.write(reinterpret_cast<const char*>(c.plan.data()), static_cast<std::streamsize>(c.plan.size()));
+    out.flush();
+    if (!out) {
+      fs::remove(tmp, ec);
+      return fail("cannot write " + tmp + " (disk full?)");
+    }
+  }
+  fs::rename(tmp, p, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return fail("cannot rename " + tmp + " to " + p + ": " + ec.message());
+  }
+  return true;
+}
+
+}  // namespace pnp::nn::native

@@ -1,0 +1,50 @@
+// The native backend's persistent plan cache: what the executor chose for one convolution
+// layout (a cuDNN graph or the generic ops, the graph's engine, both times) and the chosen
+// cuDNN plan itself, serialised by the cuDNN frontend (Graph::serialize, which covers the
+// runtime-compiled engines the epilogue graphs pick), so that a later process loads the plan
+// instead of building and timing three of them (the cold autotuned compile of DRUNet 1 ch
+// 4096² spent 5.2 of its 10.4 s there, H200, docs/measurements/2026-12-01f).
+//
+// One file per layout: <dir>/<fnv1a(env, layout)>.plan, where env names everything a plan
+// depends on besides the layout (GPU and its compute capability, cuDNN, the frontend, torch,
+// the dtype, TF32) and layout the tensors' sizes and strides, stride, padding and bias. Keyed by
+// layout rather than by network: a layout's choice does not depend on the network around it, so
+// DRUNet's levels are shared by every DRUNet of that width and input shape. The file repeats env
+// and layout, and a load checks both (a hash collision or a file from elsewhere is a miss).
+// Written to a temporary name and renamed: readers never see half a file; a damaged or
+// unreadable entry is a miss with a reason, never an error (the executor then chooses again).
+// CPU-only code (no CUDA): the executor fills and reads it on CUDA builds with the frontend.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pnp::nn::native {
+
+struct PlanChoice {
+  bool graph = false;   // run the layout as the cuDNN graph (else the generic ops)
+  std::string engine;   // the graph's plan name (empty: no graph was built)
+  double graph_ms = std::numeric_limits<double>::quiet_NaN(), generic_ms = std::numeric_limits<double>::quiet_NaN();
+  std::vector<uint8_t> plan;  // the frontend's serialised plan (with graph; may be empty)
+};
+
+class PlanCache {
+ public:
+  PlanCache() = default;  // disabled
+  PlanCache(std::string dir, std::string env);
+  bool enabled() const { return !dir_.empty(); }
+  const std::string& dir() const { return dir_; }
+  std::string path(const std::string& layout) const;
+  // The stored choice, or nullopt: no entry (why empty) or a damaged / foreign one (why says).
+  std::optional<PlanChoice> load(const std::string& layout, std::string* why = nullptr) const;
+  // False (with why) when it could not be written; never throws.
+  bool store(const std::string& layout, const PlanChoice& c, std::string* why = nullptr) const;
+
+ private:
+  std::string dir_, env_;
+};
+
+}  // namespace pnp::nn::native
