@@ -32,6 +32,9 @@
 #                                    input/sweep.toml's rows of these architectures and arms (comma
 #                                    lists; the torch_compile arms capped at CAP s, default 60), to
 #                                    $OUT/pnp_bench_<ARCHS>_<ARMS>.h5: the sweep in 10-minute parts
+#   scripts/gpu_measure.sh plancache the native plan cache: test_native's cuDNN graph case; DRUNet 1 ch 4096²
+#                                    compiled cold then from the cache, with and without ATen's benchmark
+#                                    mode, fp32 and bf16
 #   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice,
 #                                    for the spread); DRUNet 4096²'s native compile without and with
 #                                    autotune; the projector standalone, and Nsight Compute's view of its two kernels
@@ -42,7 +45,7 @@ set -uo pipefail
 out=${OUT:?set OUT to the folder that comes back}
 bin=build/gpu/bin
 export PNP_PYTHON=/opt/torch/.venv/bin/python3
-stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer|sweeppart|setup|projector}
+stage=${1:?usage: scripts/gpu_measure.sh tests|denoiser|study|inductor|sweep|profile|profile3d|unet|unetsweep|quality|layer|scaling|peer|sweeppart|plancache|setup|projector}
 log="$out/$stage.log"
 cache=/tmp/pnp_inductor_cache
 grid() {  # channels, architectures, shape: a one-row inductor sweep that fills the cache
@@ -175,6 +178,21 @@ run() {  # name, then --set overrides
       grep -E "^(architectures|backends|timeout_s|compile_jobs) =" /tmp/sweep_part.toml
       TORCHINDUCTOR_COMPILE_THREADS=2 PNP_CACHE_DIR=$cache "$bin/pnp_bench" /tmp/sweep_part.toml \
         --output "$out/pnp_bench_${archs//,/_}_${arms//,/_}.h5" --force ;;
+    plancache)
+      # the native plan cache (NativeOptions::plan_cache_dir): test_native's cuDNN graph case
+      # (cold, then cached, against float64), then DRUNet 1 ch 4096² cold / cached, with and
+      # without ATen's benchmark mode, fp32 and bf16
+      timeout 300 "$bin/test_native" -tc='*cuDNN graph*' 2>&1 | grep -E "plan cache|ERROR|FAILED|test cases|assertions" | head -40
+      for dt in float32 bfloat16; do
+        for o in cfagbep cfagbepn; do
+          rm -rf /tmp/pnp_plan_cache_time
+          for run in cold cached; do
+            echo "== nn_time drunet 4096² $dt --native $o, $run"
+            timeout 200 "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype $dt --backends native --native $o \
+              --cache /tmp/pnp_plan_cache_time 2>&1 | tail -1
+          done
+        done
+      done ;;
     setup)
       for i in 1 2; do
         "$bin/pnp_recon" input/study_4096.toml --output "/tmp/study_setup_$i.h5" --force \

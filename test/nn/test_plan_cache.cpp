@@ -1,7 +1,7 @@
 // The native backend's persistent plan cache (src/nn/native/plan_cache.hpp), its file layer on
 // the CPU: a stored choice reads back exactly (plan bytes included); an entry written for another
 // GPU / version or another layout is a miss; damaged entries (truncated, trailing bytes, bad
-// header, a graph without its plan) are misses with a reason, never errors; an unwritable
+// header, a graph with neither its plan nor its heuristic position) are misses with a reason, never errors; an unwritable
 // directory is a store that fails with a reason; no temporary file is left behind. (On a GPU,
 // test_native's cuDNN graph case checks that a cached plan runs and gives the same output.)
 #include "pnp_test.hpp"
@@ -80,6 +80,17 @@ TEST_CASE("plan cache: a stored choice reads back exactly, keyed by environment 
   CHECK_FALSE(o->graph);
   CHECK(std::isnan(o->graph_ms));
   CHECK(o->plan.empty());
+  // a graph whose plan cuDNN could not serialise: its heuristic position instead
+  PlanChoice by_index = c;
+  by_index.plan.clear();
+  by_index.index = 2;
+  REQUIRE(cache.store(layout + " index", by_index));
+  const auto bi = cache.load(layout + " index");
+  REQUIRE(bi.has_value());
+  CHECK(bi->graph);
+  CHECK(bi->index == 2);
+  CHECK(bi->plan.empty());
+  CHECK(r->index == -1);
   // another GPU or version, another layout: misses
   CHECK_FALSE(PlanCache(cache.dir(), env + " other").load(layout).has_value());
   CHECK_FALSE(cache.load(layout + " stride[2, 2]").has_value());

@@ -102,8 +102,18 @@ class Impl final : public EpilogueConv {
     if (io == fe::DataType_t::FLOAT && !s.tf32)
       g_.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
     check(g_.check_support(h), "check_support");
-    // the first plans of the heuristic order that build, then (with several) the fastest
     const int64_t count = g_.get_execution_plan_count();
+    if (s.index >= 0) {  // the plan cache's choice: that plan only, if it is still the same one
+      if (s.index >= count) throw Error("cuDNN graph (conv + epilogue): the cached plan " + std::to_string(s.index) + " is gone");
+      check(g_.build_plan_at_index(h, s.index), "build the cached plan");
+      check(g_.get_plan_name_at_index(s.index, engine_), "get_plan_name");
+      if (engine_ != s.engine)
+        throw Error("cuDNN graph (conv + epilogue): plan " + std::to_string(s.index) + " is now " + engine_ + ", not " + s.engine);
+      index_ = s.index;
+      check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
+      return;
+    }
+    // the first plans of the heuristic order that build, then (with several) the fastest
     std::vector<int64_t> built;
     std::string why;
     for (int64_t i = 0; i < count && static_cast<int>(built.size()) < std::max(1, s.candidates); ++i) {
@@ -139,6 +149,7 @@ class Impl final : public EpilogueConv {
 
   int64_t workspace_bytes() const override { return workspace_; }
   std::string engine() const override { return engine_; }
+  int64_t index() const override { return deserialized_ ? -1 : index_; }
 
   void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
            void* workspace) override {

@@ -27,6 +27,10 @@ struct EpilogueSpec {
   // A plan serialised by EpilogueConv::serialize for this same spec (plan_cache.hpp): loaded
   // instead of built and timed; make_epilogue_conv throws when cuDNN does not take it.
   const std::vector<uint8_t>* plan = nullptr;
+  // Else, with index >= 0: only the plan at that position of cuDNN's heuristic order is built,
+  // untimed; make_epilogue_conv throws when its name is not `engine` (cuDNN's order changed).
+  int64_t index = -1;
+  std::string engine;
 };
 
 class EpilogueConv {
@@ -34,6 +38,7 @@ class EpilogueConv {
   virtual ~EpilogueConv() = default;
   virtual int64_t workspace_bytes() const = 0;
   virtual std::string engine() const = 0;  // the chosen plan's name
+  virtual int64_t index() const = 0;        // its position in cuDNN's heuristic order (-1: deserialised)
   // The chosen plan as the frontend serialises it (Graph::serialize, the plan only), for
   // EpilogueSpec::plan in a later process; empty when cuDNN cannot serialise this plan.
   virtual std::vector<uint8_t> serialize() const = 0;

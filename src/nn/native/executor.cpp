@@ -330,9 +330,12 @@ class NativeImpl final : public NativeExecutor {
           return e;  // the generic ops, as measured when the entry was written
         }
         try {
-          spec.plan = &c->plan;
+          if (!c->plan.empty())
+            spec.plan = &c->plan;
+          else
+            spec.index = c->index, spec.engine = c->engine;
           e.graph = native::make_epilogue_conv(spec);
-          spec.plan = nullptr;
+          spec.plan = nullptr, spec.index = -1;
           if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0))
             ws_ = at::empty({e.graph->workspace_bytes()}, x.options().dtype(at::kByte));
           e.use = true;
@@ -342,7 +345,7 @@ class NativeImpl final : public NativeExecutor {
           const std::string msg = ex.what();
           cache_notes_.push_back(cache.path(layout) + ": its plan was not taken (" + msg.substr(0, msg.find('\n')) +
                                  "), chosen again");
-          spec.plan = nullptr;
+          spec.plan = nullptr, spec.index = -1;
           e = Epilogue{};
           e.shape = shape_string(y.sizes().vec());
         }
@@ -378,7 +381,8 @@ class NativeImpl final : public NativeExecutor {
   }
 
   // A layout's choice into the plan cache (when there is one): the graph with its serialised
-  // plan, or the generic ops (also where cuDNN had no plan: not tried again).
+  // plan (or its heuristic position where cuDNN cannot serialise it), or the generic ops (also
+  // where cuDNN had no plan: not tried again).
   void remember(native::PlanCache& cache, const std::string& layout, const Epilogue& e) {
     if (!cache.enabled()) return;
     native::PlanChoice c;
@@ -387,10 +391,8 @@ class NativeImpl final : public NativeExecutor {
     c.graph_ms = e.graph_ms, c.generic_ms = e.generic_ms;
     if (e.use) {
       c.plan = e.graph->serialize();
-      if (c.plan.empty()) {
-        cache_notes_.push_back("the plan of " + e.shape + " (" + e.engine + ") cannot be serialised: not cached");
-        return;
-      }
+      c.index = e.graph->index();
+      if (c.plan.empty() && c.index < 0) return;  // (a deserialised plan is not stored again)
     }
     std::string why;
     if (cache.store(layout, c, &why))

@@ -60,10 +60,11 @@ std::optional<PlanChoice> PlanCache::load(const std::string& layout, std::string
   const std::string p = path(layout);
   std::ifstream in(p, std::ios::binary);
   if (!in) return miss("");  // no entry
-  std::string magic, env, lay, use, engine, gms, ems, bytes;
+  std::string magic, env, lay, use, engine, gms, ems, index, bytes;
   if (!std::getline(in, magic) || magic != kMagic) return miss(p + ": not a plan cache entry");
   if (!field(in, "env", env) || !field(in, "layout", lay) || !field(in, "use", use) || !field(in, "engine", engine) ||
-      !field(in, "graph_ms", gms) || !field(in, "generic_ms", ems) || !field(in, "plan_bytes", bytes))
+      !field(in, "graph_ms", gms) || !field(in, "generic_ms", ems) || !field(in, "plan_index", index) ||
+      !field(in, "plan_bytes", bytes))
     return miss(p + ": damaged header");
   if (env != env_ || lay != one_line(layout)) return miss(p + ": written for another GPU, version or layout");
   if (use != "graph" && use != "ops") return miss(p + ": damaged header (use)");
@@ -73,6 +74,7 @@ std::optional<PlanChoice> PlanCache::load(const std::string& layout, std::string
   try {
     c.graph_ms = gms == "nan" ? std::nan("") : std::stod(gms);
     c.generic_ms = ems == "nan" ? std::nan("") : std::stod(ems);
+    c.index = std::stoll(index);
     const long long n = std::stoll(bytes);
     if (n < 0 || n > (int64_t{1} << 30)) return miss(p + ": damaged header (plan_bytes)");
     c.plan.resize(static_cast<size_t>(n));
@@ -82,7 +84,7 @@ std::optional<PlanChoice> PlanCache::load(const std::string& layout, std::string
   if (!c.plan.empty() && !in.read(reinterpret_cast<char*>(c.plan.data()), static_cast<std::streamsize>(c.plan.size())))
     return miss(p + ": truncated plan");
   if (in.peek() != std::char_traits<char>::eof()) return miss(p + ": trailing bytes");
-  if (c.graph && c.plan.empty()) return miss(p + ": a graph choice without its plan");
+  if (c.graph && c.plan.empty() && c.index < 0) return miss(p + ": a graph choice without its plan");
   return c;
 }
 
@@ -102,7 +104,7 @@ bool PlanCache::store(const std::string& layout, const PlanChoice& c, std::strin
     if (!out) return fail("cannot write " + tmp + ": " + std::strerror(errno));
     out << kMagic << "\nenv " << env_ << "\nlayout " << one_line(layout) << "\nuse " << (c.graph ? "graph" : "ops")
         << "\nengine " << one_line(c.engine) << "\ngraph_ms " << ms_text(c.graph_ms) << "\ngeneric_ms "
-        << ms_text(c.generic_ms) << "\nplan_bytes " << c.plan.size() << "\n";
+        << ms_text(c.generic_ms) << "\nplan_index " << c.index << "\nplan_bytes " << c.plan.size() << "\n";
     out.write(reinterpret_cast<const char*>(c.plan.data()), static_cast<std::streamsize>(c.plan.size()));
     out.flush();
     if (!out) {

@@ -1,9 +1,10 @@
 // The native backend's persistent plan cache: what the executor chose for one convolution
 // layout (a cuDNN graph or the generic ops, the graph's engine, both times) and the chosen
 // cuDNN plan itself, serialised by the cuDNN frontend (Graph::serialize, which covers the
-// runtime-compiled engines the epilogue graphs pick), so that a later process loads the plan
-// instead of building and timing three of them (the cold autotuned compile of DRUNet 1 ch
-// 4096² spent 5.2 of its 10.4 s there, H200, docs/measurements/2026-12-01f).
+// runtime-compiled engines the epilogue graphs pick; for others, the plan's position in cuDNN's
+// heuristic order), so that a later process loads the plan instead of building and timing three
+// of them (the epilogue choice added 5.2 s to the 5.2 s cold autotuned compile of DRUNet 1 ch
+// 4096², H200, docs/measurements/2026-12-01f).
 //
 // One file per layout: <dir>/<fnv1a(env, layout)>.plan, where env names everything a plan
 // depends on besides the layout (GPU and its compute capability, cuDNN, the frontend, torch,
@@ -28,7 +29,10 @@ struct PlanChoice {
   bool graph = false;   // run the layout as the cuDNN graph (else the generic ops)
   std::string engine;   // the graph's plan name (empty: no graph was built)
   double graph_ms = std::numeric_limits<double>::quiet_NaN(), generic_ms = std::numeric_limits<double>::quiet_NaN();
-  std::vector<uint8_t> plan;  // the frontend's serialised plan (with graph; may be empty)
+  // With graph: the frontend's serialised plan, or (for an engine cuDNN cannot serialise) its
+  // position in cuDNN's heuristic order, rebuilt and checked against `engine` on load.
+  std::vector<uint8_t> plan;
+  int64_t index = -1;
 };
 
 class PlanCache {
