@@ -28,7 +28,8 @@ struct ModelOverride {
 // The sweep TOML (input/sweep.toml). Sections and keys:
 //   [sweep]   architectures, channels, batch, shapes (spatial sizes, 2 or 3 entries each),
 //             backends, warmup, timed, stable, device, dtype, sigma, seed
-//   [native]  channels_last, fuse, autotune, cuda_graph, warmup_calls, cudnn_fused_bf16, cudnn_epilogues
+//   [native]  channels_last, fuse, autotune, cuda_graph, warmup_calls, cudnn_fused_bf16, cudnn_epilogues,
+//             cudnn_benchmark, plan_cache
 //   [models.<architecture>]  features, blocks   (e.g. smaller networks for CI)
 //   [output]  file, force
 // Unknown keys, wrong types and out-of-range values throw InputError naming the key and line.
@@ -47,6 +48,9 @@ struct SweepConfig {
   double sigma = 0.1;
   int64_t seed = 0;
   nn::NativeOptions native;
+  // [native] plan_cache: the native plan cache (NativeOptions::plan_cache_dir) in
+  // <inductor cache_dir>/native; off by default (not yet measured on a GPU).
+  bool native_plan_cache = false;
   // [inductor]: mode, cache_dir, and how many packages compile at once before the timing
   // starts ($PNP_INDUCTOR_MODE and $PNP_CACHE_DIR, when set, override mode and cache_dir).
   nn::InductorOptions inductor;

@@ -239,7 +239,9 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
               r.compile_s = r.export_s + n->load_seconds();
               ex = std::move(n);
             } else {
-              auto n = nn::make_native(g, *weights, device, dtype, shape, c.native);
+              nn::NativeOptions no = c.native;
+              if (c.native_plan_cache) no.plan_cache_dir = inductor_options(c).cache_dir + "/native";
+              auto n = nn::make_native(g, *weights, device, dtype, shape, no);
               r.compile_s = n->compile_seconds();
               r.cuda_graph = n->graph_captured();
               ex = std::move(n);

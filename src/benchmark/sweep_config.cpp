@@ -124,7 +124,9 @@ SweepConfig parse_sweep(const std::string& text, const std::string& source) {
           {"warmup_calls",
            [&](const toml::node& v, const std::string& k) { s.native.warmup_calls = static_cast<int>(get_int(c, v, k, 1, 100)); }},
           {"cudnn_fused_bf16", [&](const toml::node& v, const std::string& k) { s.native.cudnn_fused_bf16 = get_bool(c, v, k); }},
-          {"cudnn_epilogues", [&](const toml::node& v, const std::string& k) { s.native.cudnn_epilogues = get_bool(c, v, k); }}});
+          {"cudnn_epilogues", [&](const toml::node& v, const std::string& k) { s.native.cudnn_epilogues = get_bool(c, v, k); }},
+          {"cudnn_benchmark", [&](const toml::node& v, const std::string& k) { s.native.cudnn_benchmark = get_bool(c, v, k); }},
+          {"plan_cache", [&](const toml::node& v, const std::string& k) { s.native_plan_cache = get_bool(c, v, k); }}});
   };
   sections["inductor"] = [&](const toml::node& n, const std::string& key) {
     if (!n.is_table()) c.bad(n, key, "must be a table");
@@ -205,7 +207,8 @@ std::string SweepConfig::to_toml() const {
      << "\nseed = " << seed << "\n\n[native]\nchannels_last = " << tf(native.channels_last)
      << "\nfuse = " << tf(native.fuse) << "\nautotune = " << tf(native.autotune) << "\ncuda_graph = "
      << tf(native.cuda_graph) << "\nwarmup_calls = " << native.warmup_calls
-     << "\ncudnn_fused_bf16 = " << tf(native.cudnn_fused_bf16) << "\ncudnn_epilogues = " << tf(native.cudnn_epilogues) << "\n\n[inductor]\nmode = \"" << inductor.mode
+     << "\ncudnn_fused_bf16 = " << tf(native.cudnn_fused_bf16) << "\ncudnn_epilogues = " << tf(native.cudnn_epilogues)
+     << "\ncudnn_benchmark = " << tf(native.cudnn_benchmark) << "\nplan_cache = " << tf(native_plan_cache) << "\n\n[inductor]\nmode = \"" << inductor.mode
      << "\"\ncache_dir = \"" << inductor.cache_dir << "\"\ncompile_jobs = " << compile_jobs
      << "\n\n[torch_compile]\ntimeout_s = " << torch_compile_timeout_s << "\n";
   for (const auto& [a, m] : models) {

@@ -141,6 +141,7 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
   } else {
     nn::NativeOptions opt;
     opt.autotune = cfg.compile.autotune;
+    if (cfg.compile.plan_cache) opt.plan_cache_dir = cfg.compile.cache_dir + "/native";
     // pre: the denoiser's own graph; post/fused: the solver captures the region around it.
     opt.cuda_graph = cfg.compile.cuda_graphs && cfg.compile.mode == "pre";
     opt.exchanger = exchanger;  // layer halo: the executor plans halo steps and runs without its own graph
