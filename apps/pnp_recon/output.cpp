@@ -98,6 +98,8 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_attr(f, "/", "device", dev.is_cuda() ? std::string("cuda") : std::string("cpu"));
   io::write_attr(f, "/", "comm_backend", comm.backend());
   io::write_attr(f, "/", "step", rec.step);
+  io::write_attr(f, "/", "power_iterations", rec.power_iterations);
+  io::write_attr(f, "/", "power_converged", int64_t{rec.power_converged});
   io::write_attr(f, "/", "tf32", int64_t{cfg.compile.tf32});
   at::Tensor img = g.image.contiguous();
   io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",

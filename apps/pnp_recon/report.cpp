@@ -40,8 +40,13 @@ void print_summary(const Config& cfg, const PnpRecord& rec, const GatheredRecord
   for (int64_t i = 0; i < static_cast<int64_t>(rec.psnr.size()); ++i)
     if (!std::isnan(rec.psnr[size_t(i)])) last = i;
   const double peak = g.peak.empty() ? 0.0 : *std::max_element(g.peak.begin(), g.peak.end());
-  std::printf("\nfirst iteration %.3f s, stable iteration %.4f s, compile %.3f s, step %.4e%s\n", g.first, g.stable,
-              g.compile, rec.step,
+  // the power method behind the step, when it ran (a cap reached before solver.power_tol is said)
+  const std::string power =
+      rec.power_iterations > 0 ? " (power method, " + std::to_string(rec.power_iterations) + " iterations" +
+                                     (rec.power_converged ? ")" : ", not converged: raise solver.power_iterations)")
+                               : "";
+  std::printf("\nfirst iteration %.3f s, stable iteration %.4f s, compile %.3f s, step %.4e%s%s\n", g.first, g.stable,
+              g.compile, rec.step, power.c_str(),
               last >= 0 ? (", final PSNR " + std::to_string(rec.psnr[size_t(last)]) + " dB, SSIM " +
                            std::to_string(rec.ssim[size_t(last)]))
                               .c_str()

@@ -172,6 +172,10 @@ struct PnpRecord {
   double first_iteration = 0;              // wall seconds incl. setup, step-size estimate and iteration 1
   double compile_seconds = 0;              // native compile (all shapes) + region capture
   double step = 0;
+  // The power method behind step: its iterations (0 when solver.step was given or the step came
+  // from a checkpoint) and whether it met solver.power_tol within solver.power_iterations.
+  int64_t power_iterations = 0;
+  bool power_converged = false;
   double clamp_lo = 0, clamp_hi = 0;
   int64_t peak_bytes = 0;
   std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase ("total" last)

@@ -44,15 +44,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// gamma = step_scale / ||A^T A|| (distributed power method), or as configured.
-double step_size(const Config& cfg, const Problem& prob, const Box& own, Communicator& comm, at::Device device) {
+// gamma = step_scale / ||A^T A|| (distributed power method, its iterations into rec), or as
+// configured.
+double step_size(const Config& cfg, const Problem& prob, const Box& own, Communicator& comm, at::Device device,
+                 PnpRecord& rec) {
   if (cfg.solver.step > 0) return cfg.solver.step;
   physics::PowerOptions po;
   po.max_iterations = static_cast<int>(cfg.solver.power_iterations);
   po.tol = cfg.solver.power_tol;
   po.seed = static_cast<uint64_t>(cfg.problem.seed);
   auto allreduce = [&](at::Tensor& t) { comm.allreduce_sum(t); };
-  return cfg.solver.step_scale / physics::operator_norm(prob.geom, own, allreduce, po, device, at::kFloat);
+  const physics::PowerResult r = physics::operator_norm_detailed(prob.geom, own, allreduce, po, device, at::kFloat);
+  rec.power_iterations = r.iterations;
+  rec.power_converged = r.converged;
+  return cfg.solver.step_scale / r.norm;
 }
 
 at::Tensor initial_image(const Config& cfg, const Problem& prob, const Box& own, double step, at::TensorOptions opts) {
@@ -118,7 +123,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 
   Watchdog::beat("the step size (power method)");
   const auto t_step = Clock::now();
-  rec.step = resume ? resume->step : step_size(cfg, prob, own, comm, device);
+  rec.step = resume ? resume->step : step_size(cfg, prob, own, comm, device, rec);
   rec.setup.emplace_back("step_size", since(t_step));
   const bool clamp = cfg.solver.clamp != "none";
   if (cfg.solver.clamp == "ground_truth") {

@@ -73,6 +73,10 @@ TEST_CASE("identity denoiser: PnP is gradient descent, matching a float64 refere
   }
   CHECK(std::isfinite(rec.psnr.back()));
   CHECK(rec.step > 0);
+  // the power method behind the step: more than its first iteration, within the cap, converged
+  CHECK(rec.power_iterations > 1);
+  CHECK(rec.power_iterations <= cfg.solver.power_iterations);
+  CHECK(rec.power_converged);
 
   // float64 reference on the whole image, same step.
   auto& g = prob.geom;
@@ -108,6 +112,19 @@ TEST_CASE("relaxation alpha = 0 keeps z: the denoiser has no effect") {
   Denoiser id = make_denoiser(cfg, at::kCPU);
   PnpRecord plain = run_pnp(cfg, d, *comm, prob, id, at::kCPU, 0.0);
   CHECK(at::allclose(relaxed.x_own, plain.x_own, 1e-6, 1e-7));
+  // a given step runs no power method, and says so
+  cfg.solver.step = plain.step;
+  cfg.solver.iterations = 1;
+  PnpRecord given = run_pnp(cfg, d, *comm, prob, id, at::kCPU, 0.0);
+  CHECK(given.step == plain.step);
+  CHECK(given.power_iterations == 0);
+  CHECK_FALSE(given.power_converged);
+  // a cap below convergence: stopped at the cap, not converged
+  cfg.solver.step = 0;
+  cfg.solver.power_iterations = 2;
+  PnpRecord capped = run_pnp(cfg, d, *comm, prob, id, at::kCPU, 0.0);
+  CHECK(capped.power_iterations == 2);
+  CHECK_FALSE(capped.power_converged);
 }
 
 TEST_CASE("clamp to the ground truth's range needs a ground truth") {
