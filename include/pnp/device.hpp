@@ -48,6 +48,7 @@ int launcher_local_rank();
 // CUDA device, when `wanted` is false (the configuration says "cpu") or when the local rank
 // is unknown (a wrong guess would put a context on another rank's GPU). join() waits for it;
 // the destructor joins too. Errors are swallowed: the set-up repeats the work and reports them.
+// All of it runs on the thread, the device count included (the driver's initialisation).
 class DeviceWarmup {
  public:
   explicit DeviceWarmup(bool wanted);
@@ -55,7 +56,7 @@ class DeviceWarmup {
   DeviceWarmup(const DeviceWarmup&) = delete;
   DeviceWarmup& operator=(const DeviceWarmup&) = delete;
   void join();
-  int device() const { return device_; }  // the device warmed, -1 when none
+  int device() const { return device_; }  // the device warmed, -1 when none (after join)
   double seconds() const { return seconds_; }  // the warm-up's own wall time (after join)
 
  private:

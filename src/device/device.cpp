@@ -129,11 +129,13 @@ DeviceWarmup::DeviceWarmup(bool wanted) {
   if (!wanted) return;
   const int local = launcher_local_rank();
   if (local < 0) return;
-  const int count = cuda_device_count();
-  if (count == 0) return;
-  device_ = local % count;
-  thread_ = std::thread([this] {
+  // Everything CUDA on the thread, the device count too: it initialises the driver, which
+  // would otherwise hold up MPI_Init on the main thread.
+  thread_ = std::thread([this, local] {
     const auto t0 = std::chrono::steady_clock::now();
+    const int count = cuda_device_count();
+    if (count == 0) return;
+    device_ = local % count;
     try {
       const c10::Device dev(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
       c10::impl::getDeviceGuardImpl(c10::kCUDA)->setDevice(dev);
