@@ -5,10 +5,21 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <filesystem>
+
 #include "pnp/nn/models.hpp"
 #include "pnp/nn/weights.hpp"
 
 namespace pnp::nn::test {
+
+// Removes a directory tree (not std::filesystem::remove_all: libtorch.so exports its own copy,
+// which crashes); missing paths and errors are ignored.
+inline void remove_tree(const std::filesystem::path& p) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(p, ec))
+    for (const auto& e : std::filesystem::directory_iterator(p, ec)) remove_tree(e.path());
+  std::filesystem::remove(p, ec);
+}
 
 // The denoiser of `arch` with the given channels; empty features / blocks = -1: defaults.
 inline Graph make(std::string arch, int dim, int cin, int cout, std::vector<int64_t> f = {}, int blocks = -1,

@@ -374,12 +374,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           // the persistent plan cache: a first executor chooses and stores every layout, a
           // second loads them all (nothing built or timed) and computes the same output
           const fs::path dir = fs::temp_directory_path() / ("pnp_native_plan_cache_" + std::to_string(::getpid()));
-          for (const fs::path& d : {dir / "native", dir}) {
-            std::error_code ec;
-            if (fs::is_directory(d, ec))
-              for (const auto& e : fs::directory_iterator(d)) fs::remove(e.path(), ec);
-            fs::remove(d, ec);
-          }
+          test::remove_tree(dir);
           NativeOptions oc;
           oc.plan_cache_dir = (dir / "native").string();
           auto cold = make_native(g, w, dev, dtype, c.shape, oc);
@@ -406,6 +401,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           CHECK(yw.abs().max().item<double>() > 0);
           CHECK(rel_err(yw, yc) < (dtype == at::kFloat ? 1e-6 : 1e-3));  // the same plans, the same sums
           CHECK(rel_err(yw, ref64) < (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
+          test::remove_tree(dir);
         }
       }
     }

@@ -14,20 +14,14 @@
 #include <iterator>
 
 #include "native/plan_cache.hpp"
+#include "nn_test_util.hpp"
 
 using pnp::nn::native::PlanCache;
 using pnp::nn::native::PlanChoice;
+using pnp::nn::test::remove_tree;
 namespace fs = std::filesystem;
 
 namespace {
-
-// (not fs::remove_all: libtorch.so exports its own copy, which crashes)
-void remove_tree(const fs::path& p) {
-  std::error_code ec;
-  if (fs::is_directory(p, ec))
-    for (const auto& e : fs::directory_iterator(p)) remove_tree(e.path());
-  fs::remove(p, ec);
-}
 
 struct TempDir {
   fs::path path = fs::temp_directory_path() / ("pnp_plan_cache_" + std::to_string(::getpid()));

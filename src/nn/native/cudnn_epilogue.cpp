@@ -62,10 +62,9 @@ class Impl final : public EpilogueConv {
                            .set_stride(t.strides().vec())
                            .set_data_type(fe_type(t.scalar_type())));
     };
-    X_ = tensor("x", kX, s.x);
-    W_ = tensor("w", kW, s.w);
+    const TensorPtr X = tensor("x", kX, s.x), W = tensor("w", kW, s.w);
     const std::vector<int64_t> dilation(s.stride.size(), 1);
-    TensorPtr cur = g_.conv_fprop(X_, W_,
+    TensorPtr cur = g_.conv_fprop(X, W,
                                   fe::graph::Conv_fprop_attributes()
                                       .set_name("conv")
                                       .set_padding(s.padding)
@@ -75,24 +74,22 @@ class Impl final : public EpilogueConv {
     auto add = [&] {
       return fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT);
     };
-    Z_ = tensor("z", kZ, s.z);
-    cur = g_.pointwise(cur, Z_, add().set_name("residual"));
+    cur = g_.pointwise(cur, tensor("z", kZ, s.z), add().set_name("residual"));
     if (has_bias_) {  // [K] as [1, K, 1, ...] broadcast over the image
       const int64_t k = s.b.numel();
       std::vector<int64_t> dim(static_cast<size_t>(s.x.dim()), 1), stride(static_cast<size_t>(s.x.dim()), k);
       dim[1] = k;
       stride[1] = 1;
-      B_ = g_.tensor(fe::graph::Tensor_attributes().set_name("b").set_uid(kB).set_dim(dim).set_stride(stride).set_data_type(
+      const TensorPtr B = g_.tensor(fe::graph::Tensor_attributes().set_name("b").set_uid(kB).set_dim(dim).set_stride(stride).set_data_type(
           fe_type(s.b.scalar_type())));
-      cur = g_.pointwise(cur, B_, add().set_name("bias"));
+      cur = g_.pointwise(cur, B, add().set_name("bias"));
     }
     if (s.relu)
       cur = g_.pointwise(cur, fe::graph::Pointwise_attributes()
                                   .set_name("relu")
                                   .set_mode(fe::PointwiseMode_t::RELU_FWD)
                                   .set_compute_data_type(fe::DataType_t::FLOAT));
-    Y_ = cur;
-    Y_->set_output(true).set_uid(kY).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(io);
+    cur->set_output(true).set_uid(kY).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(io);
 
     cudnnHandle_t h = handle_on_current_stream();
     check(g_.validate(), "validate");
@@ -175,8 +172,7 @@ class Impl final : public EpilogueConv {
     return p;
   }
 
-  fe::graph::Graph g_;
-  TensorPtr X_, W_, Z_, B_, Y_;
+  fe::graph::Graph g_;  // its tensors carry the fixed uids (Uid), which the variant pack uses
   bool has_bias_ = false, deserialized_ = false;
   int64_t index_ = 0;  // the plan run (built here; a deserialised graph runs its one plan)
   int64_t workspace_ = 0;

@@ -336,8 +336,7 @@ class NativeImpl final : public NativeExecutor {
             spec.index = c->index, spec.engine = c->engine;
           e.graph = native::make_epilogue_conv(spec);
           spec.plan = nullptr, spec.index = -1;
-          if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0))
-            ws_ = at::empty({e.graph->workspace_bytes()}, x.options().dtype(at::kByte));
+          grow_workspace(*e.graph, x);
           e.use = true;
           ++cache_loaded_;
           return e;
@@ -362,8 +361,7 @@ class NativeImpl final : public NativeExecutor {
       remember(cache, layout, e);
       return e;
     }
-    if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0))
-      ws_ = at::empty({e.graph->workspace_bytes()}, x.options().dtype(at::kByte));
+    grow_workspace(*e.graph, x);
     if (forced) {
       e.use = true;
       e.graph_ms = e.generic_ms = std::numeric_limits<double>::quiet_NaN();
@@ -378,6 +376,12 @@ class NativeImpl final : public NativeExecutor {
     e.use = e.graph_ms < e.generic_ms;
     remember(cache, layout, e);
     return e;
+  }
+
+  // The graphs' shared workspace, grown to what `graph` needs (in the warm-up, before any capture).
+  void grow_workspace(const native::EpilogueConv& graph, const at::Tensor& like) {
+    if (graph.workspace_bytes() > (ws_.defined() ? ws_.numel() : 0))
+      ws_ = at::empty({graph.workspace_bytes()}, like.options().dtype(at::kByte));
   }
 
   // A layout's choice into the plan cache (when there is one): the graph with its serialised
