@@ -33,8 +33,8 @@
 #                                    lists; the torch_compile arms capped at CAP s, default 60), to
 #                                    $OUT/pnp_bench_<ARCHS>_<ARMS>.h5: the sweep in 10-minute parts
 #   scripts/gpu_measure.sh plancache the native plan cache: test_native's cuDNN graph case; DRUNet 1 ch 4096²
-#                                    compiled cold then from the cache, with and without ATen's benchmark
-#                                    mode, fp32 and bf16
+#                                    compiled with serial and with parallel plan builds, then cold and from
+#                                    the cache, with and without ATen's benchmark mode, fp32 and bf16
 #   scripts/gpu_measure.sh setup     study_4096's first iteration part by part (pre, 1 rank, twice,
 #                                    for the spread); DRUNet 4096²'s native compile without and with
 #                                    autotune; the projector standalone, and Nsight Compute's view of its two kernels
@@ -180,17 +180,22 @@ run() {  # name, then --set overrides
         --output "$out/pnp_bench_${archs//,/_}_${arms//,/_}.h5" --force ;;
     plancache)
       # the native plan cache (NativeOptions::plan_cache_dir): test_native's cuDNN graph case
-      # (cold, then cached, against float64), then DRUNet 1 ch 4096² cold / cached, with and
+      # (cold, then cached, against float64; serial plan builds too), then DRUNet 1 ch 4096²'s
+      # compile: serial against parallel plan builds (no cache), then cold / cached with and
       # without ATen's benchmark mode, fp32 and bf16
-      timeout 300 "$bin/test_native" -tc='*cuDNN graph*' 2>&1 | grep -E "plan cache|ERROR|FAILED|test cases|assertions" | head -40
+      timeout 300 "$bin/test_native" -tc='*cuDNN graph*' 2>&1 |
+        grep -E "plan cache|serial plan|ERROR|FAILED|test cases|assertions" | cut -c1-1500 | head -60
+      nt() {
+        echo "== nn_time drunet 1 4096x4096 $*"
+        timeout 200 "$bin/nn_time" drunet 1 4096x4096 --device cuda --cache /tmp/pnp_plan_cache_time "$@" 2>&1 |
+          grep -E "^nn_time|rror"
+      }
       for dt in float32 bfloat16; do
+        nt --dtype $dt --backends eager,native --native cfagbes
+        nt --dtype $dt --backends native --native cfagbe
         for o in cfagbep cfagbepn; do
           rm -rf /tmp/pnp_plan_cache_time
-          for run in cold cached; do
-            echo "== nn_time drunet 4096² $dt --native $o, $run"
-            timeout 200 "$bin/nn_time" drunet 1 4096x4096 --device cuda --dtype $dt --backends native --native $o \
-              --cache /tmp/pnp_plan_cache_time 2>&1 | tail -1
-          done
+          for run in cold cached; do echo "($run)"; nt --dtype $dt --backends native --native $o; done
         done
       done ;;
     setup)

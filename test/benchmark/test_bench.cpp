@@ -66,7 +66,7 @@ TEST_CASE("sweep TOML round trip") {
   SweepConfig c = parse_sweep(
       "[sweep]\narchitectures = [\"unet\"]\nchannels = 1\nshapes = [[64, 32], [8, 8, 8]]\nbackends = [\"native\"]\n"
       "warmup = 2\ntimed = 3\nstable = 2\ndevice = \"cpu\"\ndtype = \"float64\"\nsigma = 0.05\nseed = 7\n"
-      "[native]\nfuse = false\ncuda_graph = false\ncudnn_fused_bf16 = false\ncudnn_benchmark = false\nplan_cache = true\n[inductor]\nmode = \"default\"\n"
+      "[native]\nfuse = false\ncuda_graph = false\ncudnn_fused_bf16 = false\ncudnn_benchmark = false\nparallel_plan_builds = false\nplan_cache = true\n[inductor]\nmode = \"default\"\n"
       "cache_dir = \"/tmp/c\"\ncompile_jobs = 3\n[models.unet]\nfeatures = [4, 8]\n[output]\nfile = \"a.h5\"\nforce = true\n",
       "t.toml");
   SweepConfig d = parse_sweep(c.to_toml(), "again.toml");
@@ -76,6 +76,7 @@ TEST_CASE("sweep TOML round trip") {
   CHECK_FALSE(d.native.fuse);
   CHECK_FALSE(d.native.cudnn_fused_bf16);
   CHECK_FALSE(d.native.cudnn_benchmark);
+  CHECK_FALSE(d.native.parallel_plan_builds);
   CHECK(d.native_plan_cache);
   CHECK_FALSE(SweepConfig{}.native_plan_cache);  // off by default
   CHECK(d.inductor.mode == "default");

@@ -371,6 +371,18 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.05)) <
                 (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
           if (forced) continue;
+          // measured with the candidates built in parallel (the default: the notes give their
+          // build times) and with them built one after the other: both accurate
+          if (c.dim == 2) CHECK(notes.find(" in parallel, waited ") != std::string::npos);
+          NativeOptions os;
+          os.parallel_plan_builds = false;
+          auto serial = make_native(g, w, dev, dtype, c.shape, os);
+          std::string serial_notes;
+          for (const auto& n : serial->notes()) serial_notes += n + "; ";
+          MESSAGE("  serial plan builds: " << serial_notes);
+          CHECK(serial_notes.find(some) != std::string::npos);
+          CHECK(serial_notes.find(" in parallel") == std::string::npos);
+          CHECK(rel_err(serial->forward(x, 0.2), ref64) < (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
           // the persistent plan cache: a first executor chooses and stores every layout, a
           // second loads them all (nothing built or timed) and computes the same output
           const fs::path dir = fs::temp_directory_path() / ("pnp_native_plan_cache_" + std::to_string(::getpid()));

@@ -6,10 +6,14 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cudnn/Handle.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cudnn_frontend.h>
 
+#include <chrono>
 #include <limits>
+#include <semaphore>
+#include <thread>
 
 namespace pnp::nn::native {
 
@@ -100,11 +104,13 @@ class Impl final : public EpilogueConv {
       g_.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
     check(g_.check_support(h), "check_support");
     const int64_t count = g_.get_execution_plan_count();
-    if (s.index >= 0) {  // the plan cache's choice: that plan only, if it is still the same one
-      if (s.index >= count) throw Error("cuDNN graph (conv + epilogue): the cached plan " + std::to_string(s.index) + " is gone");
-      check(g_.build_plan_at_index(h, s.index), "build the cached plan");
+    if (s.index >= 0) {  // that plan only (a candidate, or the plan cache's choice if it is still the same one)
+      if (s.index >= count)
+        throw Error("cuDNN graph (conv + epilogue): no plan " + std::to_string(s.index) + " in cuDNN's heuristic order (" +
+                    std::to_string(count) + " plans)");
+      check(g_.build_plan_at_index(h, s.index), ("build plan " + std::to_string(s.index)).c_str());
       check(g_.get_plan_name_at_index(s.index, engine_), "get_plan_name");
-      if (engine_ != s.engine)
+      if (!s.engine.empty() && engine_ != s.engine)
         throw Error("cuDNN graph (conv + epilogue): plan " + std::to_string(s.index) + " is now " + engine_ + ", not " + s.engine);
       index_ = s.index;
       check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
@@ -179,9 +185,47 @@ class Impl final : public EpilogueConv {
   std::string engine_;
 };
 
+// The builds running at once, over all calls: at most the machine's cores.
+std::counting_semaphore<>& build_slots() {
+  static std::counting_semaphore<> slots(std::max<std::ptrdiff_t>(1, std::thread::hardware_concurrency()));
+  return slots;
+}
+
+at::Tensor meta_like(const at::Tensor& t) {
+  return t.defined() ? at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta)) : at::Tensor();
+}
+
 }  // namespace
 
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec) { return std::make_unique<Impl>(spec); }
+
+std::vector<std::future<EpilogueCandidate>> build_epilogue_candidates(const EpilogueSpec& spec, int k, int device) {
+  EpilogueSpec meta = spec;  // the layout only: the caller's tensors stay the caller's
+  meta.x = meta_like(spec.x), meta.w = meta_like(spec.w), meta.z = meta_like(spec.z), meta.b = meta_like(spec.b),
+  meta.y = meta_like(spec.y);
+  meta.candidates = 1, meta.plan = nullptr, meta.engine.clear();
+  if (device < 0) device = at::cuda::current_device();
+  std::vector<std::future<EpilogueCandidate>> out;
+  for (int i = 0; i < k; ++i)
+    out.push_back(std::async(std::launch::async, [meta, i, device]() mutable {
+      EpilogueCandidate c;
+      c.index = i;
+      build_slots().acquire();
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+        meta.index = i;
+        c.conv = make_epilogue_conv(meta);
+      } catch (const std::exception& e) {
+        const std::string msg = e.what();
+        c.why = msg.substr(0, msg.find('\n'));
+      }
+      c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      build_slots().release();
+      return c;
+    }));
+  return out;
+}
 
 std::string epilogue_environment(int device) {
   const cudaDeviceProp* p = at::cuda::getDeviceProperties(device < 0 ? at::cuda::current_device() : device);

@@ -10,6 +10,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,7 +29,8 @@ struct EpilogueSpec {
   // instead of built and timed; make_epilogue_conv throws when cuDNN does not take it.
   const std::vector<uint8_t>* plan = nullptr;
   // Else, with index >= 0: only the plan at that position of cuDNN's heuristic order is built,
-  // untimed; make_epilogue_conv throws when its name is not `engine` (cuDNN's order changed).
+  // untimed; make_epilogue_conv throws when it does not build, or when `engine` is given and
+  // the plan's name is not that (cuDNN's order changed).
   int64_t index = -1;
   std::string engine;
 };
@@ -52,6 +54,23 @@ class EpilogueConv {
 // it. (Building and timing every plan cuDNN offers, the frontend's autotune(), took 228 s for
 // DRUNet 4096²'s 28 graphs on an H200; the split between building and timing was not measured.)
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec);
+
+// One candidate of build_epilogue_candidates: the graph with its one plan, or why it did not
+// build; seconds: its build's own wall time.
+struct EpilogueCandidate {
+  std::shared_ptr<EpilogueConv> conv;
+  int64_t index = -1;
+  std::string why;
+  double seconds = 0;
+};
+
+// The plans at positions 0 .. k-1 of cuDNN's heuristic order for this spec, each in a graph of
+// its own, built on threads of their own (at most as many at once as the machine has cores, over
+// all calls): most of a cold build is cuDNN compiling its runtime-fused kernels on the CPU, one
+// plan after the other in make_epilogue_conv. Only the spec's sizes, strides and dtypes are used
+// (not its data, which the caller may reuse meanwhile), on CUDA device `device`. The futures are
+// what the caller times and chooses from; none throws.
+std::vector<std::future<EpilogueCandidate>> build_epilogue_candidates(const EpilogueSpec& spec, int k, int device);
 
 // What a plan depends on besides its layout, for the plan cache's key: the GPU (name, compute
 // capability), cuDNN's version (the library loaded) and the frontend's (the headers built with).

@@ -287,6 +287,16 @@ class NativeImpl final : public NativeExecutor {
       it = epilogues_.emplace(key, choose_epilogue(key, s, t, x, z, y, padding)).first;
     }
     Epilogue& e = it->second;
+    if (!e.pending.empty()) {
+      // its candidates are being built: the two ops run until they are all built (or until the
+      // next warm-up run, which waits for them), then they are timed here, on these tensors
+      if (!validating_) return {};
+      const bool ready = std::all_of(e.pending.begin(), e.pending.end(), [](const auto& f) {
+        return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      });
+      if (!ready && warmup_run_ == e.run) return {};
+      decide_epilogue(key, e, s, t, x, z, y, padding);
+    }
     if (!e.use) return {};
     if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return {};  // (grown when chosen)
     e.graph->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws_.defined() ? ws_.data_ptr() : nullptr);
@@ -299,6 +309,12 @@ class NativeImpl final : public NativeExecutor {
     bool use = false, cached = false;  // cached: the choice (and plan) came from the plan cache
     double graph_ms = 0, generic_ms = 0;  // NaN when not timed
     std::string shape, engine, why;       // engine: the graph's plan; why: no graph built
+    // NativeOptions::parallel_plan_builds: the candidates being built (empty once decided),
+    // since warm-up run `run`; build_s: the slowest candidate's build, wait_s: how long the
+    // warm-up waited for them
+    std::vector<std::future<native::EpilogueCandidate>> pending;
+    int run = 0;
+    double build_s = 0, wait_s = 0;
   };
 
   // The plan cache (NativeOptions::plan_cache_dir), made at the first layout it is asked for.
@@ -312,13 +328,23 @@ class NativeImpl final : public NativeExecutor {
     return *plan_cache_;
   }
 
+  // What cuDNN builds for this step: conv(x, w) + z (+ b) into y, no ReLU.
+  static native::EpilogueSpec epilogue_spec(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor& z,
+                                            const at::Tensor& y, const std::vector<int64_t>& padding, int candidates) {
+    native::EpilogueSpec spec;
+    spec.x = x, spec.w = t.w, spec.z = z, spec.b = t.b, spec.y = y;
+    spec.stride = s.stride, spec.padding = padding;
+    spec.tf32 = at::globalContext().allowTF32CuDNN();
+    spec.candidates = candidates;
+    return spec;
+  }
+
   Epilogue choose_epilogue(const std::string& layout, const PlanStep& s, Bound& t, const at::Tensor& x,
                            const at::Tensor& z, at::Tensor& y, const std::vector<int64_t>& padding) {
     Epilogue e;
     e.shape = shape_string(y.sizes().vec());
     const bool forced = opt_.cudnn_epilogues_forced;
-    native::EpilogueSpec spec{x, t.w, z, t.b, y, s.stride, padding, false, at::globalContext().allowTF32CuDNN(),
-                              forced ? 1 : 3};
+    native::EpilogueSpec spec = epilogue_spec(s, t, x, z, y, padding, forced ? 1 : 3);
     native::PlanCache& cache = plan_cache();
     if (cache.enabled()) {
       std::string why;
@@ -352,6 +378,12 @@ class NativeImpl final : public NativeExecutor {
         cache_notes_.push_back(why + ", chosen again");
       }
     }
+    if (!forced && opt_.parallel_plan_builds) {  // built meanwhile, timed when done (epilogue_conv)
+      e.pending = native::build_epilogue_candidates(spec, spec.candidates, device_.index());
+      e.run = warmup_run_;
+      return e;
+    }
+    const auto t_build = std::chrono::steady_clock::now();
     try {
       e.graph = native::make_epilogue_conv(spec);
       e.engine = e.graph->engine();
@@ -361,12 +393,59 @@ class NativeImpl final : public NativeExecutor {
       remember(cache, layout, e);
       return e;
     }
+    e.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_build).count();
     grow_workspace(*e.graph, x);
     if (forced) {
       e.use = true;
       e.graph_ms = e.generic_ms = std::numeric_limits<double>::quiet_NaN();
       return e;
     }
+    time_against_generic(layout, e, s, t, x, z, y, padding);
+    return e;
+  }
+
+  // The candidates built in parallel (choose_epilogue): waited for, the fastest of them kept,
+  // then timed against the two ops. Where none built (e.g. TF32 off bars the first plans), the
+  // heuristic order is searched further, as without parallel builds.
+  void decide_epilogue(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x,
+                       const at::Tensor& z, at::Tensor& y, const std::vector<int64_t>& padding) {
+    const auto t_wait = std::chrono::steady_clock::now();
+    std::vector<native::EpilogueCandidate> built;
+    for (auto& f : e.pending) {
+      native::EpilogueCandidate c = f.get();
+      e.build_s = std::max(e.build_s, c.seconds);
+      if (c.conv) built.push_back(std::move(c));
+    }
+    e.pending.clear();
+    e.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
+    if (built.empty()) {  // the serial search from the start (it also reaches past the candidates)
+      try {
+        e.graph = native::make_epilogue_conv(epilogue_spec(s, t, x, z, y, padding, 3));
+      } catch (const std::exception& ex) {
+        const std::string msg = ex.what();
+        e.why = msg.substr(0, msg.find('\n'));
+        remember(plan_cache(), layout, e);
+        return;
+      }
+    } else {
+      for (const auto& c : built) grow_workspace(*c.conv, x);
+      void* ws = ws_.defined() ? ws_.data_ptr() : nullptr;
+      double best = std::numeric_limits<double>::infinity();
+      for (const auto& c : built) {
+        const double ms = native::time_on_stream_ms(
+            [&] { c.conv->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws); });
+        if (ms < best) best = ms, e.graph = c.conv;
+      }
+    }
+    e.engine = e.graph->engine();
+    grow_workspace(*e.graph, x);
+    time_against_generic(layout, e, s, t, x, z, y, padding);
+  }
+
+  // The chosen graph against conv then add_, on the layout's tensors (y is written); the
+  // choice into the plan cache.
+  void time_against_generic(const std::string& layout, Epilogue& e, const PlanStep& s, const Bound& t,
+                            const at::Tensor& x, const at::Tensor& z, at::Tensor& y, const std::vector<int64_t>& padding) {
     const std::vector<int64_t> dil(s.stride.size(), 1), none(s.stride.size(), 0);
     const std::optional<at::Tensor> b = bias(t);
     e.graph_ms = native::time_on_stream_ms(
@@ -374,8 +453,7 @@ class NativeImpl final : public NativeExecutor {
     e.generic_ms = native::time_on_stream_ms(
         [&] { at::convolution(x, t.w, b, s.stride, padding, dil, false, none, s.groups).add_(z); });
     e.use = e.graph_ms < e.generic_ms;
-    remember(cache, layout, e);
-    return e;
+    remember(plan_cache(), layout, e);
   }
 
   // The graphs' shared workspace, grown to what `graph` needs (in the warm-up, before any capture).
@@ -418,6 +496,11 @@ class NativeImpl final : public NativeExecutor {
         std::snprintf(buf, sizeof buf, ": %s %.3f ms against conv then add_ %.3f ms", e.engine.c_str(), e.graph_ms,
                       e.generic_ms);
         r += "; " + e.shape + buf + (e.use ? "" : ", the two ops run") + from;
+      }
+      if (!e.cached && e.build_s > 0) {  // the plans' build: the slowest candidate (in parallel) or all (serial)
+        std::snprintf(buf, sizeof buf, " (plans built in %.3f s%s, waited %.3f s)", e.build_s,
+                      opt_.parallel_plan_builds ? " in parallel" : "", e.wait_s);
+        r += buf;
       }
     }
     return r;
@@ -585,10 +668,18 @@ class NativeImpl final : public NativeExecutor {
     at::Tensor y;
     try {
       validating_ = true;
-      for (int i = 0; i < std::max(1, opt_.warmup_calls); ++i) {
+      // One more validating run while plans built in parallel are still to be timed (the
+      // two ops ran in their place meanwhile).
+      for (int i = 0, runs = std::max(1, opt_.warmup_calls); i < runs; ++i) {
+        warmup_run_ = i;
         y = run();
         sync();
-        validating_ = false;
+        bool pending = false;
+#ifdef PNP_HAVE_CUDNN_FE
+        pending = std::any_of(epilogues_.begin(), epilogues_.end(), [](const auto& kv) { return !kv.second.pending.empty(); });
+#endif
+        if (pending && i + 1 == runs) ++runs;
+        validating_ = pending;
       }
       if (on_input) y = y.clone(at::MemoryFormat::Contiguous);
       else y = at::Tensor();
@@ -686,6 +777,7 @@ class NativeImpl final : public NativeExecutor {
 #endif
   SigmaBuffer sigma_;
   bool captured_ = false, validating_ = false, warmed_ = false;
+  int warmup_run_ = 0;  // which warm-up run is running (epilogue_conv: parallel builds)
   double compile_s_ = 0;
   std::vector<std::string> notes_;
 };
