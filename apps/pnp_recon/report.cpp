@@ -40,10 +40,13 @@ void print_summary(const Config& cfg, const PnpRecord& rec, const GatheredRecord
   for (int64_t i = 0; i < static_cast<int64_t>(rec.psnr.size()); ++i)
     if (!std::isnan(rec.psnr[size_t(i)])) last = i;
   const double peak = g.peak.empty() ? 0.0 : *std::max_element(g.peak.begin(), g.peak.end());
-  // the power method behind the step, when it ran (a cap reached before solver.power_tol is said)
+  // the power method behind the step, when it ran (a cap reached before solver.power_tol is
+  // said), with the set-up's step_size split: its start vector and its first iteration
+  char split[96];
+  std::snprintf(split, sizeof split, "; start %.3f s, first iteration %.3f s", rec.power_start_s, rec.power_first_s);
   const std::string power =
       rec.power_iterations > 0 ? " (power method, " + std::to_string(rec.power_iterations) + " iterations" +
-                                     (rec.power_converged ? ")" : ", not converged: raise solver.power_iterations)")
+                                     (rec.power_converged ? "" : ", not converged: raise solver.power_iterations") + split + ")"
                                : "";
   std::printf("\nfirst iteration %.3f s, stable iteration %.4f s, compile %.3f s, step %.4e%s%s\n", g.first, g.stable,
               g.compile, rec.step, power.c_str(),

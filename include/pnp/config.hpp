@@ -64,7 +64,7 @@ struct CompileConfig {
   bool autotune = true;
   bool tf32 = true;                   // TF32 convolutions and matmuls on CUDA (PyTorch's default for cuDNN); false = strict fp32
   std::string cache_dir = ".pnp_cache";
-  bool plan_cache = false;            // native: the plan cache in <cache_dir>/native (not yet measured on a GPU)
+  bool plan_cache = true;             // native with autotune: the plan cache in <cache_dir>/native
   std::string inductor_mode = "max-autotune";  // max-autotune | default
 };
 

@@ -88,6 +88,9 @@ struct PowerResult {
   double norm = 0;  // estimate of ||A^T A|| (largest eigenvalue)
   int iterations = 0;
   bool converged = false;
+  // host wall times: the start vector made, on the device and normalised; the first iteration
+  // (every iteration ends on the host, so each is its device time too)
+  double start_seconds = 0, first_seconds = 0;
 };
 
 // The start vector of the power method on `box`: a function of the global pixel index and

@@ -176,6 +176,7 @@ struct PnpRecord {
   // from a checkpoint) and whether it met solver.power_tol within solver.power_iterations.
   int64_t power_iterations = 0;
   bool power_converged = false;
+  double power_start_s = 0, power_first_s = 0;  // its start vector and its first iteration (host wall, s)
   double clamp_lo = 0, clamp_hi = 0;
   int64_t peak_bytes = 0;
   std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase ("total" last)

@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 
+#include <chrono>
 #include <cmath>
 
 namespace pnp::physics {
@@ -38,6 +39,10 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
   auto sum_sq = [](const at::Tensor& t) { return t.to(at::kDouble).square().sum().reshape({1}); };
   auto local_sum_sq = [&](const at::Tensor& t) { return box.empty() ? at::zeros({1}, dopts) : sum_sq(t); };
 
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  PowerResult res;
+  auto t_part = Clock::now();
   // rounded to the dtype on the host, then copied (half the bytes of a float64 upload for float32)
   at::Tensor x = power_start(box, g.n, opt.seed).to(dtype).to(device);
   {
@@ -47,9 +52,10 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
     if (!(t > 0)) throw Error("operator_norm: zero start vector (empty image?)");
     x.div_(std::sqrt(t));
   }
+  res.start_seconds = since(t_part);
+  t_part = Clock::now();
   at::Tensor p = at::empty({K, g.n_det}, opts);
   at::Tensor z = at::empty({box.rows(), box.cols()}, opts);
-  PowerResult res;
   at::Tensor prev;
   for (int it = 1; it <= opt.max_iterations; ++it) {
     res.iterations = it;
@@ -67,6 +73,7 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
     const at::Tensor host = at::cat({buf, lambda}).to(at::kCPU);
     const double zz = host[0].item<double>(), converged = host[1].item<double>();
     res.norm = host[2].item<double>();
+    if (it == 1) res.first_seconds = since(t_part);
     if (converged > 0.5) {
       res.converged = true;
       break;

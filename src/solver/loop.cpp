@@ -57,6 +57,7 @@ double step_size(const Config& cfg, const Problem& prob, const Box& own, Communi
   const physics::PowerResult r = physics::operator_norm_detailed(prob.geom, own, allreduce, po, device, at::kFloat);
   rec.power_iterations = r.iterations;
   rec.power_converged = r.converged;
+  rec.power_start_s = r.start_seconds, rec.power_first_s = r.first_seconds;
   return cfg.solver.step_scale / r.norm;
 }
 

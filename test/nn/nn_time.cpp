@@ -8,7 +8,7 @@
 // replayed, as the post and fused placements do.
 //   nn_time ARCH CHANNELS SHAPE [--device cuda] [--dtype float32|bfloat16|float64]
 //           [--backends eager,native,inductor] [--timed 10] [--native cfag] [--mode default]
-//           [--cache DIR] [--warm-only] [--profile N]
+//           [--cache DIR] [--warm-only] [--profile N] [--benchmark-limit N]
 // --native letters switch native options on: c channels-last, f fuse, a autotune, g CUDA graph,
 // b cuDNN's fused ops in bf16, e conv + residual add as cuDNN graphs where timed faster (with
 // a; cudnn_epilogues), E wherever cuDNN has a plan (cudnn_epilogues_forced), p the persistent
@@ -54,7 +54,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 int main(int argc, char** argv) {
   try {
     std::string arch, shape_s, dev_s, dtype_s, backends_s, native_s;
-    int channels = 1, timed = 10, profile = 0;
+    int channels = 1, timed = 10, profile = 0, benchmark_limit = -1;
     bool warm_only = false;
     nn::InductorOptions io;
     po::options_description opts("nn_time ARCH CHANNELS SHAPE(e.g. 4096x4096) [options]");
@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
         "native", po::value(&native_s)->default_value("cfagbe"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, p plan cache in <cache>/native, n no ATen benchmark mode, s serial plan builds")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
+        "benchmark-limit", po::value(&benchmark_limit)->default_value(-1),
+        "native autotune: cuDNN algorithms ATen's benchmark mode tries per convolution (0 all, -1 ATen's 10)")(
         "mode", po::value(&io.mode)->default_value("default"), "inductor mode: default or max-autotune")(
         "cache", po::value(&io.cache_dir)->default_value(".pnp_cache_time"), "inductor (and native plan) cache directory");
     po::options_description hidden;
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
     if (native_s.find('p') != std::string::npos) nopt.plan_cache_dir = (fs::path(io.cache_dir) / "native").string();
     nopt.cudnn_benchmark = native_s.find('n') == std::string::npos;
     nopt.parallel_plan_builds = native_s.find('s') == std::string::npos;
+    nopt.cudnn_benchmark_limit = benchmark_limit;
 
     const auto g = nn::build(s);
     const auto w = nn::init_weights(g, 1);

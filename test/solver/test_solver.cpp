@@ -77,6 +77,13 @@ TEST_CASE("identity denoiser: PnP is gradient descent, matching a float64 refere
   CHECK(rec.power_iterations > 1);
   CHECK(rec.power_iterations <= cfg.solver.power_iterations);
   CHECK(rec.power_converged);
+  // its split: the start vector and the first iteration, parts of the step_size set-up part
+  CHECK(rec.power_start_s > 0);
+  CHECK(rec.power_first_s > 0);
+  double step_part = -1;
+  for (const auto& [name, s] : rec.setup)
+    if (name == "step_size") step_part = s;
+  CHECK(rec.power_start_s + rec.power_first_s <= step_part);
 
   // float64 reference on the whole image, same step.
   auto& g = prob.geom;
@@ -119,6 +126,7 @@ TEST_CASE("relaxation alpha = 0 keeps z: the denoiser has no effect") {
   CHECK(given.step == plain.step);
   CHECK(given.power_iterations == 0);
   CHECK_FALSE(given.power_converged);
+  CHECK(given.power_start_s == 0);
   // a cap below convergence: stopped at the cap, not converged
   cfg.solver.step = 0;
   cfg.solver.power_iterations = 2;

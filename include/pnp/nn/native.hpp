@@ -83,6 +83,9 @@ struct NativeOptions {
   // those run on cuDNN's heuristics, and a compile whose choices all come from the plan cache
   // times nothing.
   bool cudnn_benchmark = true;
+  // With it: how many of cuDNN's algorithms ATen's benchmark mode tries per convolution (0: all
+  // of them; -1: ATen's own setting, 10 unless changed), for the warm-up only.
+  int cudnn_benchmark_limit = -1;
   // The epilogue graphs' candidate plans built on threads, each in a graph of its own, while
   // the warm-up runs the two ops in their place; they are timed when built (at the latest in one
   // more warm-up run). Off: built one after the other where each layout is first met, the

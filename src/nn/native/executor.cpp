@@ -664,7 +664,13 @@ class NativeImpl final : public NativeExecutor {
     }
     auto& ctx = at::globalContext();
     const bool bench_before = ctx.benchmarkCuDNN();
+    const int limit_before = ctx.benchmarkLimitCuDNN();
     if (opt_.autotune && opt_.cudnn_benchmark) ctx.setBenchmarkCuDNN(true);
+    if (opt_.cudnn_benchmark_limit >= 0) ctx.setBenchmarkLimitCuDNN(opt_.cudnn_benchmark_limit);
+    auto restore = [&] {
+      ctx.setBenchmarkCuDNN(bench_before);
+      ctx.setBenchmarkLimitCuDNN(limit_before);
+    };
     at::Tensor y;
     try {
       validating_ = true;
@@ -691,10 +697,10 @@ class NativeImpl final : public NativeExecutor {
 #endif
       if (on_input) compile_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_capture).count();
     } catch (...) {
-      ctx.setBenchmarkCuDNN(bench_before);
+      restore();
       throw;
     }
-    ctx.setBenchmarkCuDNN(bench_before);
+    restore();
 #ifdef PNP_HAVE_CUDA
     // cuDNN's benchmark mode tries plans with workspaces up to the free memory; hand the cached
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
