@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pnp/splitmix64.hpp"
+
 namespace pnp {
 
 // Any failure inside pnp. The message carries its context ("reading /exchange/data of
@@ -49,14 +51,7 @@ std::string human_seconds(double seconds);
 // 64-bit FNV-1a of the bytes of s, and as 16 lowercase hex digits (content hashes, cache keys).
 uint64_t fnv1a(std::string_view s);
 std::string fnv1a_hex(std::string_view s);
-// The splitmix64 finaliser (Steele et al.): a bijective 64-bit mix, for seeds derived from
-// (seed, index) pairs that must not depend on the standard library.
-constexpr uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+// splitmix64 (pnp/splitmix64.hpp): seeds derived from (seed, index) pairs.
 
 // An input file that must exist and be a regular file: "" when it is, else the reason it is
 // not ("file not found", "is a directory", "too many levels of symbolic links", "file name too

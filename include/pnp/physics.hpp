@@ -94,8 +94,11 @@ struct PowerResult {
 };
 
 // The start vector of the power method on `box`: a function of the global pixel index and
-// the seed only (uniform in [0, 1)), [box.rows(), box.cols()] float64 on the CPU.
-at::Tensor power_start(const Box& box, int64_t n, uint64_t seed);
+// the seed only (uniform in [0, 1)), [box.rows(), box.cols()] in dtype (float32 or float64) on
+// `device`. On a CUDA device it is made there by a kernel (no host loop, no upload) from the
+// same float64 values, rounded alike: it equals the CPU's.
+at::Tensor power_start(const Box& box, int64_t n, uint64_t seed, at::Device device = at::kCPU,
+                       at::ScalarType dtype = at::kDouble);
 
 // ||A^T A|| by power iteration over tiles: each rank holds only its box; `allreduce_sum`
 // sums a [K, n_det] tensor in place across ranks (identity for 1 rank). Deterministic for a

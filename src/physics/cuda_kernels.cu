@@ -19,6 +19,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 namespace pnp::physics::detail {
 namespace {
 
@@ -259,6 +261,17 @@ __global__ void __launch_bounds__(256) adj_kernel(const T* __restrict__ sino, co
   }
 }
 
+template <typename T>
+__global__ void __launch_bounds__(256) power_start_kernel(T* __restrict__ out, int64_t rows, int64_t cols, int64_t n,
+                                                          int64_t r0, int64_t c0, uint64_t key) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i - r * cols;
+    out[i] = static_cast<T>(power_start_value(key, static_cast<uint64_t>((r0 + r) * n + (c0 + c))));
+  }
+}
+
 const char* last_error() {
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
@@ -306,6 +319,18 @@ const char* adjoint_cuda(const T* sino, const double* angles, int64_t K, int64_t
   return last_error();
 }
 
+template <typename T>
+const char* power_start_cuda(T* out, int64_t rows, int64_t cols, int64_t n, int64_t r0, int64_t c0, uint64_t key,
+                             void* stream) {
+  if (rows <= 0 || cols <= 0) return nullptr;
+  const int64_t blocks = std::min<int64_t>((rows * cols + 255) / 256, 65536);
+  power_start_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, static_cast<cudaStream_t>(stream)>>>(out, rows, cols, n,
+                                                                                                     r0, c0, key);
+  return last_error();
+}
+
+template const char* power_start_cuda<float>(float*, int64_t, int64_t, int64_t, int64_t, int64_t, uint64_t, void*);
+template const char* power_start_cuda<double>(double*, int64_t, int64_t, int64_t, int64_t, int64_t, uint64_t, void*);
 template const char* forward_cuda<float>(const float*, int64_t, float*, int64_t, int64_t, int64_t, const double*,
                                          int64_t, int64_t, int64_t, int64_t, int64_t, float*, void*);
 template const char* forward_cuda<double>(const double*, int64_t, double*, int64_t, int64_t, int64_t, const double*,

@@ -10,6 +10,8 @@
 // t_ij = x_j c + y_i s + (n_det-1)/2 in detector-index units.
 #pragma once
 
+#include "pnp/splitmix64.hpp"
+
 #include <cmath>
 #include <cstdint>
 
@@ -74,6 +76,13 @@ PNP_HD double pixel_t(double c, double s, int64_t n, int64_t n_det, int64_t i, i
   const double hn = 0.5 * static_cast<double>(n - 1);
   const double hd = 0.5 * static_cast<double>(n_det - 1);
   return (static_cast<double>(j) - hn) * c + (hn - static_cast<double>(i)) * s + hd;
+}
+
+// The power method's start vector at global pixel index idx (row * n + column): uniform in
+// [0, 1), a function of the index and the seed's key only, the same on the CPU and the GPU.
+PNP_HD uint64_t power_start_key(uint64_t seed) { return splitmix64(seed ^ 0x5DEECE66Dull); }
+PNP_HD double power_start_value(uint64_t key, uint64_t idx) {
+  return static_cast<double>(splitmix64(key + idx * 0xD1B54A32D192ED03ull) >> 11) * 0x1.0p-53;
 }
 
 }  // namespace pnp::physics::detail

@@ -29,6 +29,11 @@ const char* forward_cuda(const T* img, int64_t ld, T* imgT, int64_t ldT, int64_t
 template <typename T>
 const char* adjoint_cuda(const T* sino, const double* angles, int64_t K, int64_t n, int64_t n_det, int64_t r0,
                          int64_t c0, int64_t rows, int64_t cols, T* out, int64_t ld_out, void* stream);
+// out[rows][cols] (contiguous) = the power method's start vector on the box with origin
+// (r0, c0) of an n x n image (power_start_value, rounded to T).
+template <typename T>
+const char* power_start_cuda(T* out, int64_t rows, int64_t cols, int64_t n, int64_t r0, int64_t c0, uint64_t key,
+                             void* stream);
 #endif
 
 }  // namespace pnp::physics::detail

@@ -1,27 +1,49 @@
 // Distributed power method for ||A^T A||.
 #include <pnp/physics.hpp>
 
+#include "joseph_math.hpp"
+#include "kernels.hpp"
+
 #include <ATen/Parallel.h>
+#ifdef PNP_HAVE_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
 
 namespace pnp::physics {
 
-at::Tensor power_start(const Box& box, int64_t n, uint64_t seed) {
-  auto x = at::empty({std::max<int64_t>(box.rows(), 0), std::max<int64_t>(box.cols(), 0)}, at::kDouble);
+at::Tensor power_start(const Box& box, int64_t n, uint64_t seed, at::Device device, at::ScalarType dtype) {
+  if (dtype != at::kFloat && dtype != at::kDouble) throw Error("power_start: dtype must be float32 or float64");
+  const int64_t rows = std::max<int64_t>(box.rows(), 0), cols = std::max<int64_t>(box.cols(), 0);
+  const uint64_t key = detail::power_start_key(seed);
+  if (device.is_cuda()) {
+#ifdef PNP_HAVE_CUDA
+    at::Tensor x = at::empty({rows, cols}, at::TensorOptions().dtype(dtype).device(device));
+    const c10::cuda::CUDAGuard guard(device);
+    void* st = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+    const char* err = dtype == at::kFloat
+                          ? detail::power_start_cuda<float>(x.data_ptr<float>(), rows, cols, n, box.r0, box.c0, key, st)
+                          : detail::power_start_cuda<double>(x.data_ptr<double>(), rows, cols, n, box.r0, box.c0, key, st);
+    if (err) throw Error(std::string("power_start (CUDA): ") + err);
+    return x;
+#else
+    throw Error("power_start: built without CUDA");
+#endif
+  }
+  auto x = at::empty({rows, cols}, at::kDouble);
   auto* p = x.data_ptr<double>();
-  const uint64_t key = splitmix64(seed ^ 0x5DEECE66Dull);
   // rows in parallel (a 4096² start is 16.7 M hashes); every value depends on its pixel only
-  at::parallel_for(0, box.rows(), 64, [&](int64_t r0, int64_t r1) {
+  at::parallel_for(0, rows, 64, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < box.cols(); ++c) {
-        const uint64_t idx = static_cast<uint64_t>((box.r0 + r) * n + (box.c0 + c));
-        const uint64_t h = splitmix64(key + idx * 0xD1B54A32D192ED03ull);
-        p[r * box.cols() + c] = static_cast<double>(h >> 11) * 0x1.0p-53;
-      }
+      for (int64_t c = 0; c < cols; ++c)
+        p[r * cols + c] = detail::power_start_value(key, static_cast<uint64_t>((box.r0 + r) * n + (box.c0 + c)));
   });
-  return x;
+  return x.to(dtype);
 }
 
 PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
@@ -43,8 +65,8 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   PowerResult res;
   auto t_part = Clock::now();
-  // rounded to the dtype on the host, then copied (half the bytes of a float64 upload for float32)
-  at::Tensor x = power_start(box, g.n, opt.seed).to(dtype).to(device);
+  // made on the device itself (study_4096 on one H200: 0.16-0.19 s on the host with its upload)
+  at::Tensor x = power_start(box, g.n, opt.seed, device, dtype).to(device);
   {
     at::Tensor total = local_sum_sq(x);
     allreduce_sum(total);

@@ -321,6 +321,7 @@ TEST_CASE("power method against a dense float64 reference on a tiny problem") {
   auto s_box = power_start(Box{2, 5, 1, 4}, n, 7);
   CHECK(at::equal(s_box, slice_box(s_full, Box{2, 5, 1, 4})));
   CHECK(!at::equal(s_full, power_start(g.full_box(), n, 8)));
+  CHECK(at::equal(power_start(g.full_box(), n, 7, at::kCPU, at::kFloat), s_full.to(at::kFloat)));
 }
 
 TEST_CASE("operator norm does not depend on the decomposition") {
@@ -457,6 +458,18 @@ TEST_CASE("CUDA: equals the CPU reference, adjointness, tiles, poison, ops, FBP,
     CHECK(std::fabs(cpu - gpu) / cpu < 1e-4);
     auto norms = distributed_norms(g, grid_boxes(256, 2, 1), po, dev, at::kFloat);
     for (double v : norms) CHECK(std::fabs(v - gpu) / gpu < 1e-4);
+    // the start vector made on the GPU equals the CPU's bit for bit, on a box and in both dtypes
+    for (const Box& b : {g.full_box(), Box{37, 101, 5, 250}}) {
+      for (auto dt : {at::kFloat, at::kDouble}) {
+        const at::Tensor on_gpu = power_start(b, 256, 11, dev, dt);
+        CHECK(on_gpu.is_cuda());
+        CHECK(on_gpu.scalar_type() == dt);
+        const at::Tensor cpu_ref = power_start(b, 256, 11, at::kCPU, dt);
+        CHECK(cpu_ref.min().item<double>() < 0.01);  // spread over [0, 1), not a constant
+        CHECK(cpu_ref.max().item<double>() > 0.99);
+        CHECK(at::equal(on_gpu.cpu(), cpu_ref));
+      }
+    }
   }
 }
 #endif

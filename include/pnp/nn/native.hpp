@@ -84,8 +84,11 @@ struct NativeOptions {
   // times nothing.
   bool cudnn_benchmark = true;
   // With it: how many of cuDNN's algorithms ATen's benchmark mode tries per convolution (0: all
-  // of them; -1: ATen's own setting, 10 unless changed), for the warm-up only.
-  int cudnn_benchmark_limit = -1;
+  // of them; -1: ATen's own setting, 10 unless changed), for the warm-up only. DRUNet 1 ch
+  // 4096², one H200 (docs/measurements/2026-12-02b): 3 against ATen's 10 compiled in 2.13 /
+  // 1.74 s instead of 3.26 / 2.01 s (fp32 / bf16) and ran 282.7 / 147.4 ms instead of 281.3 /
+  // 146.6 ms; 1 compiled slower (5.29 s fp32); all took 63 s in bf16 for 145.4 ms.
+  int cudnn_benchmark_limit = 3;
   // The epilogue graphs' candidate plans built on threads, each in a graph of its own, while
   // the warm-up runs the two ops in their place; they are timed when built (at the latest in one
   // more warm-up run). Off: built one after the other where each layout is first met, the
