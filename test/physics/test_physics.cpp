@@ -463,7 +463,7 @@ TEST_CASE("CUDA: equals the CPU reference, adjointness, tiles, poison, ops, FBP,
       for (auto dt : {at::kFloat, at::kDouble}) {
         const at::Tensor on_gpu = power_start(b, 256, 11, dev, dt);
         CHECK(on_gpu.is_cuda());
-        CHECK(on_gpu.scalar_type() == dt);
+        CHECK((on_gpu.scalar_type() == dt));
         const at::Tensor cpu_ref = power_start(b, 256, 11, at::kCPU, dt);
         CHECK(cpu_ref.min().item<double>() < 0.01);  // spread over [0, 1), not a constant
         CHECK(cpu_ref.max().item<double>() > 0.99);
