@@ -85,10 +85,11 @@ struct NativeOptions {
   bool cudnn_benchmark = true;
   // With it: how many of cuDNN's algorithms ATen's benchmark mode tries per convolution (0: all
   // of them; -1: ATen's own setting, 10 unless changed), for the warm-up only. DRUNet 1 ch
-  // 4096², one H200 (docs/measurements/2026-12-02b): 3 against ATen's 10 compiled in 2.13 /
-  // 1.74 s instead of 3.26 / 2.01 s (fp32 / bf16) and ran 282.7 / 147.4 ms instead of 281.3 /
-  // 146.6 ms; 1 compiled slower (5.29 s fp32); all took 63 s in bf16 for 145.4 ms.
-  int cudnn_benchmark_limit = 3;
+  // 4096² on H200s (docs/measurements/2026-12-02b): on one machine 1 / 3 / all compiled in
+  // 5.29 / 2.13 s / over 100 s (fp32) and 4.01 / 1.74 / 63.1 s (bf16, 145.4 ms against
+  // 147.4 ms at 3); ATen's 10 was measured on other machines only (fp32 3.26 / 3.45 s), and 3
+  // on a third gave 3.19-3.95 s: no same-machine comparison with 10, so ATen's own stays.
+  int cudnn_benchmark_limit = -1;
   // The epilogue graphs' candidate plans built on threads, each in a graph of its own, while
   // the warm-up runs the two ops in their place; they are timed when built (at the latest in one
   // more warm-up run). Off: built one after the other where each layout is first met, the
