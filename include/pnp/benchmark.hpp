@@ -49,7 +49,7 @@ struct SweepConfig {
   int64_t seed = 0;
   nn::NativeOptions native;
   // [native] plan_cache: the native plan cache (NativeOptions::plan_cache_dir) in
-  // <inductor cache_dir>/native; off by default (not yet measured on a GPU).
+  // <inductor cache_dir>/native; off by default: the sweep measures cold compiles.
   bool native_plan_cache = false;
   // [inductor]: mode, cache_dir, and how many packages compile at once before the timing
   // starts ($PNP_INDUCTOR_MODE and $PNP_CACHE_DIR, when set, override mode and cache_dir).
