@@ -11,7 +11,6 @@
 #endif
 
 #include <algorithm>
-
 #include <chrono>
 #include <cmath>
 
