@@ -65,7 +65,7 @@ PowerResult operator_norm_detailed(const Geometry& g, const Box& box,
   PowerResult res;
   auto t_part = Clock::now();
   // made on the device itself (study_4096 on one H200: 0.16-0.19 s on the host with its upload)
-  at::Tensor x = power_start(box, g.n, opt.seed, device, dtype).to(device);
+  at::Tensor x = power_start(box, g.n, opt.seed, device, dtype);
   {
     at::Tensor total = local_sum_sq(x);
     allreduce_sum(total);

@@ -310,10 +310,11 @@ class NativeImpl final : public NativeExecutor {
     double graph_ms = 0, generic_ms = 0;  // NaN when not timed
     std::string shape, engine, why;       // engine: the graph's plan; why: no graph built
     // NativeOptions::parallel_plan_builds: the candidates being built (empty once decided),
-    // since warm-up run `run`; build_s: the slowest candidate's build, wait_s: how long the
-    // warm-up waited for them
+    // since warm-up run `run`; build_s: the slowest candidate's build (parallel) or the whole
+    // build (serial, e.g. forced), wait_s: how long the warm-up waited for them
     std::vector<std::future<native::EpilogueCandidate>> pending;
     int run = 0;
+    bool parallel = false;
     double build_s = 0, wait_s = 0;
   };
 
@@ -381,6 +382,7 @@ class NativeImpl final : public NativeExecutor {
     if (!forced && opt_.parallel_plan_builds) {  // built meanwhile, timed when done (epilogue_conv)
       e.pending = native::build_epilogue_candidates(spec, spec.candidates, device_.index());
       e.run = warmup_run_;
+      e.parallel = true;
       return e;
     }
     const auto t_build = std::chrono::steady_clock::now();
@@ -499,7 +501,7 @@ class NativeImpl final : public NativeExecutor {
       }
       if (!e.cached && e.build_s > 0) {  // the plans' build: the slowest candidate (in parallel) or all (serial)
         std::snprintf(buf, sizeof buf, " (plans built in %.3f s%s, waited %.3f s)", e.build_s,
-                      opt_.parallel_plan_builds ? " in parallel" : "", e.wait_s);
+                      e.parallel ? " in parallel" : "", e.wait_s);
         r += buf;
       }
     }
