@@ -125,6 +125,8 @@ SweepConfig parse_sweep(const std::string& text, const std::string& source) {
            [&](const toml::node& v, const std::string& k) { s.native.warmup_calls = static_cast<int>(get_int(c, v, k, 1, 100)); }},
           {"cudnn_fused_bf16", [&](const toml::node& v, const std::string& k) { s.native.cudnn_fused_bf16 = get_bool(c, v, k); }},
           {"cudnn_epilogues", [&](const toml::node& v, const std::string& k) { s.native.cudnn_epilogues = get_bool(c, v, k); }},
+          {"cudnn_graph_convs",
+           [&](const toml::node& v, const std::string& k) { s.native.cudnn_graph_convs = get_bool(c, v, k); }},
           {"cudnn_benchmark", [&](const toml::node& v, const std::string& k) { s.native.cudnn_benchmark = get_bool(c, v, k); }},
           {"parallel_plan_builds",
            [&](const toml::node& v, const std::string& k) { s.native.parallel_plan_builds = get_bool(c, v, k); }},
@@ -210,7 +212,7 @@ std::string SweepConfig::to_toml() const {
      << "\nfuse = " << tf(native.fuse) << "\nautotune = " << tf(native.autotune) << "\ncuda_graph = "
      << tf(native.cuda_graph) << "\nwarmup_calls = " << native.warmup_calls
      << "\ncudnn_fused_bf16 = " << tf(native.cudnn_fused_bf16) << "\ncudnn_epilogues = " << tf(native.cudnn_epilogues)
-     << "\ncudnn_benchmark = " << tf(native.cudnn_benchmark)
+     << "\ncudnn_graph_convs = " << tf(native.cudnn_graph_convs) << "\ncudnn_benchmark = " << tf(native.cudnn_benchmark)
      << "\nparallel_plan_builds = " << tf(native.parallel_plan_builds) << "\nplan_cache = " << tf(native_plan_cache) << "\n\n[inductor]\nmode = \"" << inductor.mode
      << "\"\ncache_dir = \"" << inductor.cache_dir << "\"\ncompile_jobs = " << compile_jobs
      << "\n\n[torch_compile]\ntimeout_s = " << torch_compile_timeout_s << "\n";

@@ -8,11 +8,12 @@
 // replayed, as the post and fused placements do.
 //   nn_time ARCH CHANNELS SHAPE [--device cuda] [--dtype float32|bfloat16|float64]
 //           [--backends eager,native,inductor] [--timed 10] [--native cfag] [--mode default]
-//           [--cache DIR] [--warm-only] [--profile N] [--benchmark-limit N]
+//           [--cache DIR] [--warm-only] [--profile N] [--benchmark-limit N] [--precompiled N]
 // --native letters switch native options on: c channels-last, f fuse, a autotune, g CUDA graph,
 // b cuDNN's fused ops in bf16, e conv + residual add as cuDNN graphs where timed faster (with
 // a; cudnn_epilogues), E wherever cuDNN has a plan (cudnn_epilogues_forced), p the persistent
-// plan cache in <--cache>/native (plan_cache_dir: run twice, the second run loads), n no ATen
+// plan cache in <--cache>/native (plan_cache_dir: run twice, the second run loads), G every
+// convolution a cuDNN graph where timed faster (with e; cudnn_graph_convs), n no ATen
 // cuDNN benchmark mode in the autotune (cudnn_benchmark off), s the epilogue plans built one after
 // the other (parallel_plan_builds off).
 // --warm-only keeps an inductor package already in the cache (no cold run). --profile N records N more calls per arm with the Kineto profiler and prints the
@@ -54,7 +55,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 int main(int argc, char** argv) {
   try {
     std::string arch, shape_s, dev_s, dtype_s, backends_s, native_s;
-    int channels = 1, timed = 10, profile = 0, benchmark_limit = -1;
+    int channels = 1, timed = 10, profile = 0, benchmark_limit = -1, precompiled = nn::NativeOptions{}.cudnn_graph_precompiled;
     bool warm_only = false;
     nn::InductorOptions io;
     po::options_description opts("nn_time ARCH CHANNELS SHAPE(e.g. 4096x4096) [options]");
@@ -62,9 +63,11 @@ int main(int argc, char** argv) {
         "dtype", po::value(&dtype_s)->default_value("float32"), "float32, bfloat16 or float64")(
         "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
         "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
-        "native", po::value(&native_s)->default_value("cfagbe"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, p plan cache in <cache>/native, n no ATen benchmark mode, s serial plan builds")(
+        "native", po::value(&native_s)->default_value("cfagbeG"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, G every convolution a cuDNN graph where faster (with e or E), p plan cache in <cache>/native, n no ATen benchmark mode, s serial plan builds")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
+        "precompiled", po::value(&precompiled)->default_value(precompiled),
+        "native autotune: precompiled cuDNN plans tried per graph layout beside the first three (cudnn_graph_precompiled)")(
         "benchmark-limit", po::value(&benchmark_limit)->default_value(-1),
         "native autotune: cuDNN algorithms ATen's benchmark mode tries per convolution (0 all, -1 ATen's 10)")(
         "mode", po::value(&io.mode)->default_value("default"), "inductor mode: default or max-autotune")(
@@ -99,10 +102,12 @@ int main(int argc, char** argv) {
     nopt.cudnn_fused_bf16 = native_s.find('b') != std::string::npos;
     nopt.cudnn_epilogues = native_s.find_first_of("eE") != std::string::npos;
     nopt.cudnn_epilogues_forced = native_s.find('E') != std::string::npos;
+    nopt.cudnn_graph_convs = native_s.find('G') != std::string::npos;
     if (native_s.find('p') != std::string::npos) nopt.plan_cache_dir = (fs::path(io.cache_dir) / "native").string();
     nopt.cudnn_benchmark = native_s.find('n') == std::string::npos;
     nopt.parallel_plan_builds = native_s.find('s') == std::string::npos;
     nopt.cudnn_benchmark_limit = benchmark_limit;
+    nopt.cudnn_graph_precompiled = precompiled;
 
     const auto g = nn::build(s);
     const auto w = nn::init_weights(g, 1);

@@ -310,6 +310,12 @@ TEST_CASE("native equals eager on CUDA (float32, float64, bf16), graph captured,
   }
 }
 
+std::string notes_of(const NativeExecutor& e) {
+  std::string r;
+  for (const auto& n : e.notes()) r += n + "; ";
+  return r;
+}
+
 TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float64 and the generic ops") {
   if (!at::hasCUDA()) {
     MESSAGE("no CUDA device: CUDA cases skipped");
@@ -357,6 +363,16 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
             CHECK(notes.find(all) != std::string::npos);
           else
             CHECK(notes.find(some) != std::string::npos);
+          // every convolution a graph candidate (cudnn_graph_convs, the default): forced in 2D,
+          // more of them run as graphs than the residual ones (the ReLU and strided ones too)
+          {
+            std::smatch m;
+            static const std::regex re("([0-9]+) of ([0-9]+) convolutions run as cuDNN graphs \\(conv");
+            REQUIRE(std::regex_search(notes, m, re));
+            const int graphs = std::stoi(m[1]), candidates = std::stoi(m[2]);
+            CHECK(candidates > adds);
+            if (forced && c.dim == 2) CHECK(graphs > adds);
+          }
           at::Tensor y = nat->forward(x, 0.2);
           CHECK(y.abs().max().item<double>() > 0);  // content, not zeros
           o.cudnn_epilogues = false;
@@ -413,6 +429,42 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           CHECK(yw.abs().max().item<double>() > 0);
           CHECK(rel_err(yw, yc) < (dtype == at::kFloat ? 1e-6 : 1e-3));  // the same plans, the same sums
           CHECK(rel_err(yw, ref64) < (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
+          CHECK(warm_notes.find("compiled from the plan cache") == std::string::npos);  // ATen's benchmark wants a warm-up
+          // without ATen's benchmark: the first compile also stores the network's list of
+          // layouts, and a second captures from it with no warm-up run, to the same output
+          test::remove_tree(dir);
+          oc.cudnn_benchmark = false;
+          auto first = make_native(g, w, dev, dtype, c.shape, oc);
+          auto listed = make_native(g, w, dev, dtype, c.shape, oc);
+          const std::string listed_notes = notes_of(*listed);
+          MESSAGE("  from the network's list: " << listed_notes);
+          CHECK(notes_of(*first).find("compiled from the plan cache") == std::string::npos);
+          CHECK(listed_notes.find("compiled from the plan cache") != std::string::npos);
+          CHECK(listed->graph_captured());
+          const at::Tensor y1 = first->forward(x, 0.2), yl = listed->forward(x, 0.2);
+          CHECK(yl.abs().max().item<double>() > 0);
+          CHECK(rel_err(yl, y1) < (dtype == at::kFloat ? 1e-6 : 1e-3));
+          CHECK(rel_err(yl, ref64) < (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
+          // and its first call with the warm-up in it (pnp_recon's way) returns that call's output
+          NativeOptions of = oc;
+          of.warm_up_on_first_call = true;
+          auto on_first = make_native(g, w, dev, dtype, c.shape, of);
+          CHECK(rel_err(on_first->forward(x2.to(dev), 0.05), listed->forward(x2.to(dev), 0.05)) <
+                (dtype == at::kFloat ? 1e-6 : 1e-3));
+          CHECK(notes_of(*on_first).find("compiled from the plan cache") != std::string::npos);
+          // a layout's entry gone: the list is not used, the compile warms up (and stores it again)
+          int removed = 0;
+          for (const auto& f : fs::directory_iterator(dir / "native"))
+            if (f.path().extension() == ".plan" && removed == 0) fs::remove(f.path()), ++removed;
+          REQUIRE(removed == 1);
+          auto stale = make_native(g, w, dev, dtype, c.shape, oc);
+          const std::string stale_notes = notes_of(*stale);
+          MESSAGE("  one layout removed: " << stale_notes);
+          CHECK(stale_notes.find("compiled from the plan cache") == std::string::npos);
+          CHECK(stale_notes.find("not used (layout") != std::string::npos);
+          CHECK(rel_err(stale->forward(x, 0.2), ref64) < (strict ? 1e-5 : dtype == at::kFloat ? 5e-3 : 2e-2));
+          CHECK(notes_of(*make_native(g, w, dev, dtype, c.shape, oc)).find("compiled from the plan cache") !=
+                std::string::npos);
           test::remove_tree(dir);
         }
       }

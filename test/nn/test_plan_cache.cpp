@@ -2,8 +2,10 @@
 // the CPU: a stored choice reads back exactly (plan bytes included); an entry written for another
 // GPU / version or another layout is a miss; damaged entries (truncated, trailing bytes, bad
 // header, a graph with neither its plan nor its heuristic position) are misses with a reason, never errors; an unwritable
-// directory is a store that fails with a reason; no temporary file is left behind. (On a GPU,
-// test_native's cuDNN graph case checks that a cached plan runs and gives the same output.)
+// directory is a store that fails with a reason; no temporary file is left behind; a network's
+// list of layouts reads back in order and is a miss when foreign or damaged. (On a GPU,
+// test_native's cuDNN graph case checks that a cached plan runs and gives the same output, and
+// that a compile from the network's list captures without a warm-up run.)
 #include "pnp_test.hpp"
 
 #include <unistd.h>
@@ -143,4 +145,48 @@ TEST_CASE("plan cache: damaged entries are misses with a reason; an unwritable d
   // a disabled cache stores nothing
   CHECK_FALSE(PlanCache().enabled());
   CHECK_FALSE(PlanCache().store(layout, graph_choice()));
+}
+
+TEST_CASE("plan cache: a network's list of layouts reads back in order; foreign or damaged lists are misses") {
+  TempDir t;
+  const PlanCache cache((t.path / "native").string(), "env A");
+  const std::string net = "ir 0123456789abcdef input [1, 1, 64, 64] channels_last 1";
+  std::string why = "unset";
+  CHECK_FALSE(cache.load_network(net, &why).has_value());
+  CHECK(why.empty());  // no list yet
+  const PlanCache::Layouts layouts{{"[1, 64, 64, 64]", "relu [1, 1, 64, 64][...] stride[1, 1] padding[1, 1]"},
+                                   {"[1, 64, 64, 64]", "[1, 64, 64, 64][...] stride[1, 1] padding[1, 1]"},
+                                   {"[1, 128, 32, 32]", "no-residual [1, 64, 64, 64][...] stride[2, 2] padding[0, 0]"}};
+  REQUIRE(cache.store_network(net, layouts, &why));
+  const auto r = cache.load_network(net, &why);
+  REQUIRE(r.has_value());
+  CHECK(*r == layouts);
+  // its own file, beside the layouts' (which it does not replace)
+  CHECK(cache.network_path(net) != cache.path(net));
+  CHECK(fs::path(cache.network_path(net)).extension() == ".net");
+  // another network, another environment: misses; a copied file is refused
+  CHECK_FALSE(cache.load_network(net + " fuse 0").has_value());
+  const PlanCache other(cache.dir(), "env B");
+  CHECK_FALSE(other.load_network(net).has_value());
+  fs::copy_file(cache.network_path(net), other.network_path(net), fs::copy_options::overwrite_existing);
+  CHECK_FALSE(other.load_network(net, &why).has_value());
+  CHECK(why.find("another GPU") != std::string::npos);
+  // damaged lists
+  const std::string good = slurp(cache.network_path(net));
+  auto miss_with = [&](const std::string& text, const std::string& reason) {
+    spit(cache.network_path(net), text);
+    std::string w;
+    CHECK_FALSE(cache.load_network(net, &w).has_value());
+    CHECK_MESSAGE(w.find(reason) != std::string::npos, w);
+  };
+  miss_with(good.substr(0, good.rfind("layout ")), "truncated");
+  miss_with(good + "shape x\n", "trailing");
+  miss_with("pnp-native-plan 1\n", "not a network entry");
+  std::string bad_n = good;
+  bad_n.replace(bad_n.find("\nlayouts 3"), 10, "\nlayouts -3");
+  miss_with(bad_n, "damaged header (layouts)");
+  // an empty list is a list
+  REQUIRE(cache.store_network(net, {}));
+  CHECK(cache.load_network(net)->empty());
+  for (const auto& e : fs::directory_iterator(cache.dir())) CHECK(e.path().string().find(".tmp.") == std::string::npos);
 }

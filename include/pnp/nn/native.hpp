@@ -26,8 +26,15 @@
 //    ops are generated wrappers that copy), and every value is released right after its last
 //    reader. With the CUDA graph, all of this is captured once: the graph's private memory pool
 //    holds every activation at a fixed address, reused on every replay.
-//  - cuDNN autotuning at compile time: warm-up runs with at::globalContext().benchmarkCuDNN()
-//    on (restored afterwards); the chosen plans stay in cuDNN's plan cache for later calls.
+//  - Autotuning at compile time, in a warm-up run (CUDA): every convolution may run as a cuDNN
+//    graph with its epilogue (bias, residual add, ReLU) in one kernel, built with the cuDNN
+//    frontend; per layout, cuDNN's first three plans are built in parallel and timed, and the
+//    fastest against the generic ops (NativeOptions::cudnn_epilogues, cudnn_graph_convs). With
+//    cudnn_benchmark, ATen's cuDNN benchmark mode also picks the generic ops' algorithms
+//    (at::globalContext().benchmarkCuDNN(), restored afterwards).
+//  - A persistent plan cache (NativeOptions::plan_cache_dir) of those choices and plans; with
+//    the network's whole list in it (and no ATen benchmark), a compile loads every plan and
+//    captures the forward with no warm-up run.
 //  - Optional CUDA graph of the whole forward (at::cuda::CUDAGraph, captured on a side stream).
 //    forward() copies x into a static input buffer and writes sigma into a one-element device
 //    buffer (no host sync; the σ map is an expanded view of it, so a replay sees the new σ),
@@ -73,6 +80,18 @@ struct NativeOptions {
   // wherever cuDNN has one, untimed, also without autotune (tests, measurements).
   bool cudnn_epilogues = true;
   bool cudnn_epilogues_forced = false;
+  // With cudnn_epilogues: every convolution (groups 1) may run as a cuDNN graph too, conv +
+  // bias (+ residual add) (+ ReLU) in one kernel, chosen per layout as above against what runs
+  // otherwise (cuDNN's fused conv + bias + ReLU op, or the convolution then add_ / relu_). Every
+  // convolution then has its choice and plan in pnp's hands, and so in the plan cache: with
+  // cudnn_benchmark off, a compile whose choices all come from the cache times nothing and runs
+  // nothing before its capture (NativeExecutor: "compiled from the plan cache").
+  bool cudnn_graph_convs = true;
+  // Beside cuDNN's first three plans of each layout, this many more from further down its order
+  // whose engines are precompiled (they build in milliseconds; the first three are mostly
+  // runtime-compiled ones, 0.2-0.7 s each): ATen's benchmark found such engines faster than the
+  // first three for some of DRUNet's conv + ReLU layouts (docs/measurements/2026-12-02c).
+  int cudnn_graph_precompiled = 4;
   // A persistent cache of those per-layout choices and of the chosen cuDNN plans, serialised
   // (src/nn/native/plan_cache.hpp): a later process loads them instead of building and timing
   // three plans per layout. Empty: none. Keyed by the layout, the GPU, cuDNN, the frontend,

@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cudnn_frontend.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <semaphore>
@@ -47,7 +48,13 @@ enum Uid : int64_t { kX = 1, kW, kZ, kB, kY };
 
 class Impl final : public EpilogueConv {
  public:
-  explicit Impl(const EpilogueSpec& s) : has_bias_(s.b.defined()) {
+  struct Probe {};  // the graph and cuDNN's heuristic order only, no plan built (candidate_indices)
+
+  Impl(const EpilogueSpec& s, Probe) : has_bias_(s.b.defined()), has_z_(s.z.defined()) {
+    define(s, handle_on_current_stream());
+  }
+
+  explicit Impl(const EpilogueSpec& s) : has_bias_(s.b.defined()), has_z_(s.z.defined()) {
     if (s.plan) {  // a serialised plan: no graph to build, no plans to time
       cudnnHandle_t h = handle_on_current_stream();
       check(g_.deserialize(h, *s.plan), "deserialize (plan cache)");
@@ -56,6 +63,86 @@ class Impl final : public EpilogueConv {
       if (g_.get_plan_name_at_index(0, engine_).is_bad()) engine_ = "(from the plan cache)";
       return;
     }
+    cudnnHandle_t h = handle_on_current_stream();
+    const int64_t count = define(s, h);
+    if (s.index >= 0) {  // that plan only (a candidate, or the plan cache's choice if it is still the same one)
+      if (s.index >= count)
+        throw Error("cuDNN graph (conv + epilogue): no plan " + std::to_string(s.index) + " in cuDNN's heuristic order (" +
+                    std::to_string(count) + " plans)");
+      check(g_.build_plan_at_index(h, s.index), ("build plan " + std::to_string(s.index)).c_str());
+      check(g_.get_plan_name_at_index(s.index, engine_), "get_plan_name");
+      if (!s.engine.empty() && engine_ != s.engine)
+        throw Error("cuDNN graph (conv + epilogue): plan " + std::to_string(s.index) + " is now " + engine_ + ", not " + s.engine);
+      index_ = s.index;
+      check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
+      return;
+    }
+    // the first plans of the heuristic order that build, and precompiled ones further on,
+    // then (with several) the fastest
+    std::vector<int64_t> built;
+    std::string why;
+    int64_t i = 0;
+    for (; i < count && static_cast<int>(built.size()) < std::max(1, s.candidates); ++i) {
+      fe::error_t e = g_.build_plan_at_index(h, i);
+      if (e.is_good())
+        built.push_back(i);
+      else if (why.empty())
+        why = e.get_message();
+    }
+    for (int64_t j : precompiled_from(i, s.precompiled))
+      if (g_.build_plan_at_index(h, j).is_good()) built.push_back(j);
+    if (built.empty()) throw Error("cuDNN graph (conv + epilogue): no plan of " + std::to_string(count) + " builds: " + why);
+    index_ = built[0];
+    if (built.size() > 1) {
+      int64_t most = 0;
+      for (int64_t b : built) {
+        int64_t bytes = 0;
+        check(g_.get_workspace_size_plan_at_index(b, bytes), "get_workspace_size");
+        most = std::max(most, bytes);
+      }
+      at::Tensor ws = at::empty({std::max<int64_t>(most, 1)}, s.x.options().dtype(at::kByte));
+      auto pack = variant_pack(s.x, s.w, s.z, has_bias_ ? &s.b : nullptr, s.y);
+      double best = std::numeric_limits<double>::infinity();
+      for (int64_t b : built) {
+        const double ms = time_on_stream_ms([&] { check(g_.execute_plan_at_index(h, pack, ws.data_ptr(), b), "execute"); });
+        if (ms < best) best = ms, index_ = b;
+      }
+    }
+    check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
+    check(g_.get_plan_name_at_index(index_, engine_), "get_plan_name");
+    // the chosen plan as the graph's candidate (what serialize writes): already built, so this
+    // only selects it
+    check(g_.build_plan_at_index(h, index_), "select the chosen plan");
+  }
+
+  // The positions a parallel build tries: 0 .. k-1, then the first `precompiled` from k on.
+  std::vector<int64_t> candidates(int k, int precompiled) const {
+    const int64_t count = g_.get_execution_plan_count();
+    std::vector<int64_t> r;
+    for (int64_t i = 0; i < std::min<int64_t>(count, std::max(1, k)); ++i) r.push_back(i);
+    for (int64_t j : precompiled_from(static_cast<int64_t>(r.size()), precompiled)) r.push_back(j);
+    return r;
+  }
+
+ private:
+  // Up to n positions from `from` on whose engines cuDNN does not compile at run time: they
+  // build in milliseconds (the runtime-compiled ones, which head the order for most fused
+  // graphs, take 0.2-0.7 s each), and ATen's benchmark found such engines faster for some of
+  // DRUNet's conv + ReLU layouts (docs/measurements/2026-12-02c).
+  std::vector<int64_t> precompiled_from(int64_t from, int n) const {
+    std::vector<int64_t> r;
+    const int64_t count = g_.get_execution_plan_count();
+    for (int64_t i = from; i < count && static_cast<int>(r.size()) < n; ++i) {
+      std::vector<fe::BehaviorNote_t> notes;
+      if (g_.get_behavior_notes_for_plan_at_index(i, notes).is_bad()) continue;
+      if (std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) == notes.end()) r.push_back(i);
+    }
+    return r;
+  }
+
+  // The graph of the spec, its heuristic order (cuDNN's plans) and their support checked;
+  // returns how many plans the order holds.
+  int64_t define(const EpilogueSpec& s, cudnnHandle_t h) {
     const fe::DataType_t io = fe_type(s.x.scalar_type());
     g_.set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
     auto tensor = [&](const char* name, int64_t uid, const at::Tensor& t) {
@@ -78,7 +165,7 @@ class Impl final : public EpilogueConv {
     auto add = [&] {
       return fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT);
     };
-    cur = g_.pointwise(cur, tensor("z", kZ, s.z), add().set_name("residual"));
+    if (has_z_) cur = g_.pointwise(cur, tensor("z", kZ, s.z), add().set_name("residual"));
     if (has_bias_) {  // [K] as [1, K, 1, ...] broadcast over the image
       const int64_t k = s.b.numel();
       std::vector<int64_t> dim(static_cast<size_t>(s.x.dim()), 1), stride(static_cast<size_t>(s.x.dim()), k);
@@ -95,7 +182,6 @@ class Impl final : public EpilogueConv {
                                   .set_compute_data_type(fe::DataType_t::FLOAT));
     cur->set_output(true).set_uid(kY).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(io);
 
-    cudnnHandle_t h = handle_on_current_stream();
     check(g_.validate(), "validate");
     check(g_.build_operation_graph(h), "build_operation_graph");
     check(g_.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
@@ -103,60 +189,19 @@ class Impl final : public EpilogueConv {
     if (io == fe::DataType_t::FLOAT && !s.tf32)
       g_.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
     check(g_.check_support(h), "check_support");
-    const int64_t count = g_.get_execution_plan_count();
-    if (s.index >= 0) {  // that plan only (a candidate, or the plan cache's choice if it is still the same one)
-      if (s.index >= count)
-        throw Error("cuDNN graph (conv + epilogue): no plan " + std::to_string(s.index) + " in cuDNN's heuristic order (" +
-                    std::to_string(count) + " plans)");
-      check(g_.build_plan_at_index(h, s.index), ("build plan " + std::to_string(s.index)).c_str());
-      check(g_.get_plan_name_at_index(s.index, engine_), "get_plan_name");
-      if (!s.engine.empty() && engine_ != s.engine)
-        throw Error("cuDNN graph (conv + epilogue): plan " + std::to_string(s.index) + " is now " + engine_ + ", not " + s.engine);
-      index_ = s.index;
-      check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
-      return;
-    }
-    // the first plans of the heuristic order that build, then (with several) the fastest
-    std::vector<int64_t> built;
-    std::string why;
-    for (int64_t i = 0; i < count && static_cast<int>(built.size()) < std::max(1, s.candidates); ++i) {
-      fe::error_t e = g_.build_plan_at_index(h, i);
-      if (e.is_good())
-        built.push_back(i);
-      else if (why.empty())
-        why = e.get_message();
-    }
-    if (built.empty()) throw Error("cuDNN graph (conv + epilogue): no plan of " + std::to_string(count) + " builds: " + why);
-    index_ = built[0];
-    if (built.size() > 1) {
-      int64_t most = 0;
-      for (int64_t i : built) {
-        int64_t b = 0;
-        check(g_.get_workspace_size_plan_at_index(i, b), "get_workspace_size");
-        most = std::max(most, b);
-      }
-      at::Tensor ws = at::empty({std::max<int64_t>(most, 1)}, s.x.options().dtype(at::kByte));
-      auto pack = variant_pack(s.x, s.w, s.z, has_bias_ ? &s.b : nullptr, s.y);
-      double best = std::numeric_limits<double>::infinity();
-      for (int64_t i : built) {
-        const double ms = time_on_stream_ms([&] { check(g_.execute_plan_at_index(h, pack, ws.data_ptr(), i), "execute"); });
-        if (ms < best) best = ms, index_ = i;
-      }
-    }
-    check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
-    check(g_.get_plan_name_at_index(index_, engine_), "get_plan_name");
-    // the chosen plan as the graph's candidate (what serialize writes): already built, so this
-    // only selects it
-    check(g_.build_plan_at_index(h, index_), "select the chosen plan");
+    return g_.get_execution_plan_count();
   }
 
+ public:
   int64_t workspace_bytes() const override { return workspace_; }
   std::string engine() const override { return engine_; }
   int64_t index() const override { return deserialized_ ? -1 : index_; }
 
   void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
            void* workspace) override {
-    if (has_bias_ != (b != nullptr)) throw Error("cuDNN graph (conv + epilogue): bias given where the graph has none, or not given");
+    // (a deserialised graph does not say what it has: cuDNN rejects a pack without its tensors)
+    if (!deserialized_ && (has_bias_ != (b != nullptr) || has_z_ != z.defined()))
+      throw Error("cuDNN graph (conv + epilogue): bias or residual given where the graph has none, or not given");
     auto pack = variant_pack(x, w, z, b, y);
     if (deserialized_)
       check(g_.execute(handle_on_current_stream(), pack, workspace), "execute");
@@ -173,13 +218,14 @@ class Impl final : public EpilogueConv {
  private:
   std::unordered_map<int64_t, void*> variant_pack(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z,
                                                   const at::Tensor* b, const at::Tensor& y) const {
-    std::unordered_map<int64_t, void*> p{{kX, x.data_ptr()}, {kW, w.data_ptr()}, {kZ, z.data_ptr()}, {kY, y.data_ptr()}};
+    std::unordered_map<int64_t, void*> p{{kX, x.data_ptr()}, {kW, w.data_ptr()}, {kY, y.data_ptr()}};
+    if (z.defined()) p.emplace(kZ, z.data_ptr());
     if (b) p.emplace(kB, b->data_ptr());
     return p;
   }
 
   fe::graph::Graph g_;  // its tensors carry the fixed uids (Uid), which the variant pack uses
-  bool has_bias_ = false, deserialized_ = false;
+  bool has_bias_ = false, has_z_ = false, deserialized_ = false;
   int64_t index_ = 0;  // the plan run (built here; a deserialised graph runs its one plan)
   int64_t workspace_ = 0;
   std::string engine_;
@@ -199,32 +245,50 @@ at::Tensor meta_like(const at::Tensor& t) {
 
 std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec) { return std::make_unique<Impl>(spec); }
 
-std::vector<std::future<EpilogueCandidate>> build_epilogue_candidates(const EpilogueSpec& spec, int k, int device) {
+std::future<std::vector<EpilogueCandidate>> build_epilogue_candidates(const EpilogueSpec& spec, int device) {
   EpilogueSpec meta = spec;  // the layout only: the caller's tensors stay the caller's
   meta.x = meta_like(spec.x), meta.w = meta_like(spec.w), meta.z = meta_like(spec.z), meta.b = meta_like(spec.b),
   meta.y = meta_like(spec.y);
-  meta.candidates = 1, meta.plan = nullptr, meta.engine.clear();
+  meta.plan = nullptr, meta.engine.clear();
   if (device < 0) device = at::cuda::current_device();
-  std::vector<std::future<EpilogueCandidate>> out;
-  for (int i = 0; i < k; ++i)
-    out.push_back(std::async(std::launch::async, [meta, i, device]() mutable {
+  // one candidate's build, in a slot
+  auto build = [device](EpilogueSpec one, int64_t i) {
+    EpilogueCandidate c;
+    c.index = i;
+    build_slots().acquire();
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+      one.index = i, one.candidates = 1, one.precompiled = 0;
+      c.conv = make_epilogue_conv(one);
+    } catch (const std::exception& e) {
+      const std::string msg = e.what();
+      c.why = msg.substr(0, msg.find('\n'));
+    }
+    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    build_slots().release();
+    return c;
+  };
+  return std::async(std::launch::async, [meta, device, build]() {
+    // which positions (holding a slot), then their builds (this thread waits outside the slots)
+    std::vector<int64_t> indices;
+    std::vector<EpilogueCandidate> out;
+    build_slots().acquire();
+    try {
+      const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+      indices = Impl(meta, Impl::Probe{}).candidates(meta.candidates, meta.precompiled);
+    } catch (const std::exception& e) {
       EpilogueCandidate c;
-      c.index = i;
-      build_slots().acquire();
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-        meta.index = i;
-        c.conv = make_epilogue_conv(meta);
-      } catch (const std::exception& e) {
-        const std::string msg = e.what();
-        c.why = msg.substr(0, msg.find('\n'));
-      }
-      c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      build_slots().release();
-      return c;
-    }));
-  return out;
+      const std::string msg = e.what();
+      c.why = msg.substr(0, msg.find('\n'));
+      out.push_back(std::move(c));
+    }
+    build_slots().release();
+    std::vector<std::future<EpilogueCandidate>> builds;
+    for (int64_t i : indices) builds.push_back(std::async(std::launch::async, build, meta, i));
+    for (auto& f : builds) out.push_back(f.get());
+    return out;
+  });
 }
 
 std::string epilogue_environment(int device) {

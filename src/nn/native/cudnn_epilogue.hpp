@@ -17,14 +17,19 @@
 
 namespace pnp::nn::native {
 
-// What one graph computes: y = conv(x, w) + z (+ b) (then ReLU). Every tensor's sizes, strides
-// and dtype are the ones the graph is built for; the pointers are taken again at each run.
+// What one graph computes: y = conv(x, w) (+ z) (+ b) (then ReLU). Every tensor's sizes,
+// strides and dtype are the ones the graph is built for; the pointers are taken again at each
+// run. (NativeOptions::cudnn_graph_convs runs every convolution this way where timed faster, so
+// the graph may have no residual: conv + bias + ReLU, or the convolution alone.)
 struct EpilogueSpec {
-  at::Tensor x, w, z, b, y;  // b may be undefined (no bias)
+  at::Tensor x, w, z, b, y;  // z may be undefined (no residual add), b too (no bias)
   std::vector<int64_t> stride, padding;
   bool relu = false;
   bool tf32 = true;    // float32 I/O: tensor-core (TF32) engines allowed
   int candidates = 1;  // time the first plans of cuDNN's heuristic order on these tensors, keep the fastest
+  // ... and this many more from further down the order whose engines are precompiled (no
+  // runtime compilation: they build in milliseconds)
+  int precompiled = 0;
   // A plan serialised by EpilogueConv::serialize for this same spec (plan_cache.hpp): loaded
   // instead of built and timed; make_epilogue_conv throws when cuDNN does not take it.
   const std::vector<uint8_t>* plan = nullptr;
@@ -44,7 +49,8 @@ class EpilogueConv {
   // The chosen plan as the frontend serialises it (Graph::serialize, the plan only), for
   // EpilogueSpec::plan in a later process; empty when cuDNN cannot serialise this plan.
   virtual std::vector<uint8_t> serialize() const = 0;
-  // The spec's computation on tensors shaped like the spec's, on the current CUDA stream.
+  // The spec's computation on tensors shaped like the spec's, on the current CUDA stream (z
+  // undefined and b null where the spec has none).
   virtual void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
                    void* workspace) = 0;
 };
@@ -64,13 +70,15 @@ struct EpilogueCandidate {
   double seconds = 0;
 };
 
-// The plans at positions 0 .. k-1 of cuDNN's heuristic order for this spec, each in a graph of
-// its own, built on threads of their own (at most as many at once as the machine has cores, over
-// all calls): most of a cold build is cuDNN compiling its runtime-fused kernels on the CPU, one
-// plan after the other in make_epilogue_conv. Only the spec's sizes, strides and dtypes are used
-// (not its data, which the caller may reuse meanwhile), on CUDA device `device`. The futures are
-// what the caller times and chooses from; none throws.
-std::vector<std::future<EpilogueCandidate>> build_epilogue_candidates(const EpilogueSpec& spec, int k, int device);
+// The plans at positions 0 .. candidates-1 of cuDNN's heuristic order for this spec, and the
+// first `precompiled` precompiled ones after them, each in a graph of its own, built on threads
+// of their own (at most as many at once as the machine has cores, over all calls): most of a
+// cold build is cuDNN compiling its runtime-fused kernels on the CPU, one plan after the other in
+// make_epilogue_conv. (Which positions: from the heuristic order of one more graph, made first
+// on a thread of its own.) Only the spec's sizes, strides and dtypes are used (not its data,
+// which the caller may reuse meanwhile), on CUDA device `device`. The future's candidates are
+// what the caller times and chooses from; it does not throw.
+std::future<std::vector<EpilogueCandidate>> build_epilogue_candidates(const EpilogueSpec& spec, int device);
 
 // What a plan depends on besides its layout, for the plan cache's key: the GPU (name, compute
 // capability), cuDNN's version (the library loaded) and the frontend's (the headers built with).

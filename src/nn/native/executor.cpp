@@ -48,7 +48,9 @@ using native::StepKind;
 struct Bound {
   at::Tensor w, b, mean, var;
   bool cudnn = false;  // at::cudnn_convolution_relu / _add_relu
-  // conv + residual add without a ReLU may run as one cuDNN graph (cudnn_epilogue.hpp);
+  bool has_bias = false;  // the IR's conv has a bias (b may also be the zero bias cuDNN's fused ops want)
+  // The conv with its epilogue may run as one cuDNN graph (cudnn_epilogue.hpp): conv +
+  // residual add without a ReLU (cudnn_epilogues), any convolution (cudnn_graph_convs);
   // epilogue_used: it did in the warm-up (chosen by timing, or forced)
   bool epilogue = false, epilogue_used = false;
 };
@@ -102,8 +104,16 @@ class NativeImpl final : public NativeExecutor {
         opt_.cuda_graph = false;
         notes_.push_back("layer halo: exchanges between the compiled steps, no CUDA graph of the forward");
       }
+    const auto t_weights = std::chrono::steady_clock::now();
     materialise(w);
     allocate();
+    if (device_.is_cuda()) {
+      sync();
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "weights (BN folded in float64) and buffers on the device in %.3f s",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t_weights).count());
+      notes_.push_back(buf);
+    }
     if (!opt_.warm_up_on_first_call) warm_up_and_capture(false);
     sync();
     compile_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -179,8 +189,9 @@ class NativeImpl final : public NativeExecutor {
         t.w = to_dev(W, true);
         if (B.defined()) t.b = to_dev(B, false);
         t.cudnn = cuda_fused && s.relu;
-        t.epilogue = cuda_fused && opt_.cudnn_epilogues && (opt_.autotune || opt_.cudnn_epilogues_forced) && s.z >= 0 &&
-                     !s.relu && s.groups == 1 && native_has_cudnn_epilogues();
+        t.has_bias = t.b.defined();
+        t.epilogue = cuda_fused && opt_.cudnn_epilogues && (opt_.autotune || opt_.cudnn_epilogues_forced) &&
+                     ((s.z >= 0 && !s.relu) || opt_.cudnn_graph_convs) && s.groups == 1 && native_has_cudnn_epilogues();
         // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
         if (t.cudnn && !t.b.defined())
           t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
@@ -230,15 +241,24 @@ class NativeImpl final : public NativeExecutor {
 
   // ---- execution --------------------------------------------------------------------------
   static std::optional<at::Tensor> bias(const Bound& t) { return t.b.defined() ? std::optional(t.b) : std::nullopt; }
+  // ATen's cuDNN benchmark mode in the warm-up (for the convolutions pnp does not choose itself)
+  bool aten_benchmark() const { return opt_.autotune && opt_.cudnn_benchmark; }
 
   at::Tensor conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
                   const std::vector<int64_t>& padding) {
+#ifdef PNP_HAVE_CUDNN_FE
+    if (t.epilogue)
+      if (at::Tensor y = epilogue_conv(s, t, x, z, padding); y.defined()) return y;
+#endif
+    return generic_conv(s, t, x, z, padding);
+  }
+
+  // The convolution and its epilogue without a cuDNN graph: cuDNN's fused ops where they apply,
+  // else the convolution, then add_ and relu_.
+  at::Tensor generic_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
+                          const std::vector<int64_t>& padding) {
     const std::vector<int64_t> dil(s.stride.size(), 1);
     const std::optional<at::Tensor> b = bias(t);
-#ifdef PNP_HAVE_CUDNN_FE
-    if (t.epilogue && z)
-      if (at::Tensor y = epilogue_conv(s, t, x, *z, padding); y.defined()) return y;
-#endif
 #ifdef PNP_HAVE_CUDA
     if (t.cudnn) {
       try {
@@ -262,46 +282,61 @@ class NativeImpl final : public NativeExecutor {
   }
 
 #ifdef PNP_HAVE_CUDNN_FE
-  // conv + z (+ bias) as one cuDNN graph; undefined when the generic ops run instead. Each
-  // layout (shapes, strides, padding: the same for a network level's convolutions) is decided
-  // once, in the warm-up: cuDNN's first three plans are timed and the fastest is timed against
-  // conv then add_ (NativeOptions::cudnn_epilogues_forced: the heuristics' first plan, not
-  // timed). Undefined too for a layout cuDNN has no engine for, and for one first met outside
-  // the warm-up (nothing is built or timed inside a capture).
-  at::Tensor epilogue_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor& z,
+  // The conv with its epilogue (+ z, + bias, ReLU: what the step has) as one cuDNN graph;
+  // undefined when the generic ops run instead. Each layout (shapes, strides, padding,
+  // epilogue: the same for a network level's convolutions) is decided once, in the warm-up:
+  // cuDNN's first three plans are timed and the fastest is timed against the generic ops
+  // (NativeOptions::cudnn_epilogues_forced: the heuristics' first plan, not timed). Undefined
+  // too for a layout cuDNN has no engine for, and for one first met outside the warm-up
+  // (nothing is built or timed inside a capture; in a capture from the plan cache's list, such
+  // a layout ends the capture).
+  at::Tensor epilogue_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
                            const std::vector<int64_t>& padding) {
     std::vector<int64_t> shape{x.size(0), t.w.size(0)};
     for (int64_t d = 0; d + 2 < x.dim(); ++d)
       shape.push_back((x.size(2 + d) + 2 * padding[static_cast<size_t>(d)] - t.w.size(2 + d)) / s.stride[static_cast<size_t>(d)] + 1);
-    if (z.sizes().vec() != shape) return {};
+    if (z && z->sizes().vec() != shape) return {};
     at::Tensor y = at::empty(shape, x.options().memory_format(x.suggest_memory_format()));
     auto aligned = [](const at::Tensor& a) { return reinterpret_cast<uintptr_t>(a.data_ptr()) % 16 == 0; };
-    if (!aligned(x) || !aligned(z) || !aligned(y)) return {};
-    std::string key = t.b.defined() ? "bias " : "";
-    for (const at::Tensor* a : std::initializer_list<const at::Tensor*>{&x, &t.w, &z, &y})
-      key += shape_string(a->sizes().vec()) + shape_string(a->strides().vec());
-    key += " stride" + shape_string(s.stride) + " padding" + shape_string(padding);
+    if (!aligned(x) || (z && !aligned(*z)) || !aligned(y)) return {};
+    const std::string key = layout_key(s, t, x, z, y, padding);
     auto it = epilogues_.find(key);
     if (it == epilogues_.end()) {
+      if (from_cache_capture_)
+        throw Error("a convolution layout the plan cache's list of this network lacks: " + key);
       if (!validating_) return {};
       it = epilogues_.emplace(key, choose_epilogue(key, s, t, x, z, y, padding)).first;
     }
     Epilogue& e = it->second;
-    if (!e.pending.empty()) {
+    if (e.pending.valid()) {
       // its candidates are being built: the two ops run until they are all built (or until the
       // next warm-up run, which waits for them), then they are timed here, on these tensors
       if (!validating_) return {};
-      const bool ready = std::all_of(e.pending.begin(), e.pending.end(), [](const auto& f) {
-        return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-      });
+      const bool ready = e.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
       if (!ready && warmup_run_ == e.run) return {};
       decide_epilogue(key, e, s, t, x, z, y, padding);
     }
     if (!e.use) return {};
     if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return {};  // (grown when chosen)
-    e.graph->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws_.defined() ? ws_.data_ptr() : nullptr);
-    t.epilogue_used = t.epilogue_used || validating_;
+    e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
+    t.epilogue_used = t.epilogue_used || validating_ || from_cache_capture_;
     return y;
+  }
+
+  // The bias a step's graph adds: the IR's (not the zero bias made for cuDNN's fused ops).
+  static const at::Tensor* graph_bias(const Bound& t) { return t.has_bias ? &t.b : nullptr; }
+
+  // A layout's key (the plan cache's too): the epilogue, the tensors' sizes and strides, stride,
+  // padding. The first form (conv + z, no ReLU) is the one cache entries had before every
+  // convolution could be a graph, so those stay valid.
+  static std::string layout_key(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
+                                const at::Tensor& y, const std::vector<int64_t>& padding) {
+    std::string key = graph_bias(t) ? "bias " : "";
+    if (!z) key += "no-residual ";
+    if (s.relu) key += "relu ";
+    for (const at::Tensor* a : std::initializer_list<const at::Tensor*>{&x, &t.w, z, &y})
+      if (a) key += shape_string(a->sizes().vec()) + shape_string(a->strides().vec());
+    return key + " stride" + shape_string(s.stride) + " padding" + shape_string(padding);
   }
 
   struct Epilogue {
@@ -312,7 +347,7 @@ class NativeImpl final : public NativeExecutor {
     // NativeOptions::parallel_plan_builds: the candidates being built (empty once decided),
     // since warm-up run `run`; build_s: the slowest candidate's build (parallel) or the whole
     // build (serial, e.g. forced), wait_s: how long the warm-up waited for them
-    std::vector<std::future<native::EpilogueCandidate>> pending;
+    std::future<std::vector<native::EpilogueCandidate>> pending;
     int run = 0;
     bool parallel = false;
     double build_s = 0, wait_s = 0;
@@ -324,24 +359,30 @@ class NativeImpl final : public NativeExecutor {
       plan_cache_.emplace(opt_.plan_cache_dir,
                           native::epilogue_environment(device_.index()) + " torch=" + TORCH_VERSION +
                               " dtype=" + std::string(c10::toString(dtype_)) +
-                              " tf32=" + (at::globalContext().allowTF32CuDNN() ? "1" : "0"));
+                              " tf32=" + (at::globalContext().allowTF32CuDNN() ? "1" : "0") +
+                              // the generic ops a graph was timed against ran on ATen's benchmark or on its heuristics
+                              (aten_benchmark() ? " aten_benchmark=1" : ""));
     if (!plan_cache_) plan_cache_.emplace();
     return *plan_cache_;
   }
 
-  // What cuDNN builds for this step: conv(x, w) + z (+ b) into y, no ReLU.
-  static native::EpilogueSpec epilogue_spec(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor& z,
-                                            const at::Tensor& y, const std::vector<int64_t>& padding, int candidates) {
+  // What cuDNN builds for this step: conv(x, w) (+ z) (+ b) (ReLU) into y.
+  native::EpilogueSpec epilogue_spec(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
+                                     const at::Tensor& y, const std::vector<int64_t>& padding, int candidates) const {
     native::EpilogueSpec spec;
-    spec.x = x, spec.w = t.w, spec.z = z, spec.b = t.b, spec.y = y;
+    spec.x = x, spec.w = t.w, spec.y = y;
+    if (z) spec.z = *z;
+    if (graph_bias(t)) spec.b = t.b;
+    spec.relu = s.relu;
     spec.stride = s.stride, spec.padding = padding;
     spec.tf32 = at::globalContext().allowTF32CuDNN();
     spec.candidates = candidates;
+    spec.precompiled = candidates > 1 ? std::max(0, opt_.cudnn_graph_precompiled) : 0;
     return spec;
   }
 
   Epilogue choose_epilogue(const std::string& layout, const PlanStep& s, Bound& t, const at::Tensor& x,
-                           const at::Tensor& z, at::Tensor& y, const std::vector<int64_t>& padding) {
+                           const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
     Epilogue e;
     e.shape = shape_string(y.sizes().vec());
     const bool forced = opt_.cudnn_epilogues_forced;
@@ -380,7 +421,7 @@ class NativeImpl final : public NativeExecutor {
       }
     }
     if (!forced && opt_.parallel_plan_builds) {  // built meanwhile, timed when done (epilogue_conv)
-      e.pending = native::build_epilogue_candidates(spec, spec.candidates, device_.index());
+      e.pending = native::build_epilogue_candidates(spec, device_.index());
       e.run = warmup_run_;
       e.parallel = true;
       return e;
@@ -410,15 +451,13 @@ class NativeImpl final : public NativeExecutor {
   // then timed against the two ops. Where none built (e.g. TF32 off bars the first plans), the
   // heuristic order is searched further, as without parallel builds.
   void decide_epilogue(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x,
-                       const at::Tensor& z, at::Tensor& y, const std::vector<int64_t>& padding) {
+                       const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
     const auto t_wait = std::chrono::steady_clock::now();
     std::vector<native::EpilogueCandidate> built;
-    for (auto& f : e.pending) {
-      native::EpilogueCandidate c = f.get();
+    for (native::EpilogueCandidate& c : e.pending.get()) {
       e.build_s = std::max(e.build_s, c.seconds);
       if (c.conv) built.push_back(std::move(c));
     }
-    e.pending.clear();
     e.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
     if (built.empty()) {  // the serial search from the start (it also reaches past the candidates)
       try {
@@ -434,8 +473,8 @@ class NativeImpl final : public NativeExecutor {
       void* ws = ws_.defined() ? ws_.data_ptr() : nullptr;
       double best = std::numeric_limits<double>::infinity();
       for (const auto& c : built) {
-        const double ms = native::time_on_stream_ms(
-            [&] { c.conv->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws); });
+        const double ms =
+            native::time_on_stream_ms([&] { c.conv->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws); });
         if (ms < best) best = ms, e.graph = c.conv;
       }
     }
@@ -444,18 +483,103 @@ class NativeImpl final : public NativeExecutor {
     time_against_generic(layout, e, s, t, x, z, y, padding);
   }
 
-  // The chosen graph against conv then add_, on the layout's tensors (y is written); the
-  // choice into the plan cache.
-  void time_against_generic(const std::string& layout, Epilogue& e, const PlanStep& s, const Bound& t,
-                            const at::Tensor& x, const at::Tensor& z, at::Tensor& y, const std::vector<int64_t>& padding) {
-    const std::vector<int64_t> dil(s.stride.size(), 1), none(s.stride.size(), 0);
-    const std::optional<at::Tensor> b = bias(t);
-    e.graph_ms = native::time_on_stream_ms(
-        [&] { e.graph->run(x, t.w, z, t.b.defined() ? &t.b : nullptr, y, ws_.defined() ? ws_.data_ptr() : nullptr); });
-    e.generic_ms = native::time_on_stream_ms(
-        [&] { at::convolution(x, t.w, b, s.stride, padding, dil, false, none, s.groups).add_(z); });
+  // The chosen graph against the generic ops (generic_conv: cuDNN's fused ops, or the
+  // convolution then add_), on the layout's tensors (y is written); the choice into the plan cache.
+  void time_against_generic(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x,
+                            const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
+    e.graph_ms = native::time_on_stream_ms([&] {
+      e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
+    });
+    e.generic_ms = native::time_on_stream_ms([&] { generic_conv(s, t, x, z, padding); });
     e.use = e.graph_ms < e.generic_ms;
     remember(plan_cache(), layout, e);
+  }
+
+  // The plan cache's name for this network's list of layouts: what decides which layouts it
+  // meets (the layouts themselves are keyed by everything else, plan_cache.hpp).
+  std::string network_key() const {
+    return "ir " + g_.hash() + " input " + shape_string(shape_) + " channels_last " + std::to_string(cl_) + " fuse " +
+           std::to_string(opt_.fuse) + " fused_bf16 " + std::to_string(opt_.cudnn_fused_bf16) + " graph_convs " +
+           std::to_string(opt_.cudnn_graph_convs);
+  }
+
+  // Compiled from the plan cache (plan_cache.hpp, the network's list): every layout's choice
+  // and plan loaded first, then the forward captured straight away, with no warm-up run (there
+  // is nothing to time: without ATen's benchmark mode the generic ops run on cuDNN's
+  // heuristics). False, with a note, when the list is missing or stale, an entry does not load,
+  // or the capture fails (then the compile warms up as without the list; what did load stays).
+  bool capture_from_plan_cache() {
+    if (!opt_.cuda_graph || aten_benchmark() || !opt_.cudnn_epilogues) return false;
+    native::PlanCache& cache = plan_cache();
+    if (!cache.enabled()) return false;
+    std::string why;
+    const std::optional<native::PlanCache::Layouts> layouts = cache.load_network(network_key(), &why);
+    if (!layouts) {
+      if (!why.empty()) cache_notes_.push_back(why + ", warmed up instead");
+      return false;
+    }
+    auto refuse = [&](const std::string& reason) {
+      cache_notes_.push_back("the network's list " + cache.network_path(network_key()) + " not used (" + reason +
+                             "): warmed up instead");
+      return false;
+    };
+    const auto t_load = std::chrono::steady_clock::now();
+    std::map<std::string, Epilogue> loaded;
+    for (const auto& [shape, layout] : *layouts) {
+      std::optional<native::PlanChoice> c = cache.load(layout, &why);
+      if (!c) return refuse("layout " + shape + ": " + (why.empty() ? "no entry" : why));
+      Epilogue e;
+      e.cached = true;
+      e.shape = shape;
+      e.graph_ms = c->graph_ms, e.generic_ms = c->generic_ms, e.engine = c->engine;
+      if (c->graph) {
+        if (c->plan.empty()) return refuse("layout " + shape + ": a plan cuDNN cannot serialise");
+        native::EpilogueSpec spec;
+        spec.plan = &c->plan;
+        try {
+          e.graph = native::make_epilogue_conv(spec);
+        } catch (const std::exception& ex) {
+          const std::string msg = ex.what();
+          return refuse("layout " + shape + ": " + msg.substr(0, msg.find('\n')));
+        }
+        grow_workspace(*e.graph, static_in_);
+        e.use = true;
+      }
+      loaded.emplace(layout, std::move(e));
+    }
+    epilogues_ = std::move(loaded);
+    cache_loaded_ = static_cast<int>(epilogues_.size());
+    from_cache_capture_ = true;
+    std::string failed;
+    const auto t_capture = std::chrono::steady_clock::now();
+    const bool ok = capture(&failed);
+    const auto t_end = std::chrono::steady_clock::now();
+    from_cache_capture_ = false;
+    if (!ok) {
+      for (auto& t : bound_) t.epilogue_used = false;
+      return refuse("the capture stopped: " + failed);
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (plans loaded in %.3f s, captured in %.3f s)",
+                  std::chrono::duration<double>(t_capture - t_load).count(),
+                  std::chrono::duration<double>(t_end - t_capture).count());
+    notes_.push_back("compiled from the plan cache: " + std::to_string(cache_loaded_) +
+                     " layouts' choices and plans loaded, the forward captured with no warm-up run" + buf);
+    return true;
+  }
+
+  // After a warm-up that decided every layout and stored each: the network's list of them
+  // (not with ATen's benchmark, whose choices no list can hold: such a compile warms up anyway).
+  void remember_network() {
+    native::PlanCache& cache = plan_cache();
+    if (!cache.enabled() || epilogues_.empty() || !captured_ || aten_benchmark()) return;
+    native::PlanCache::Layouts layouts;
+    for (const auto& [key, e] : epilogues_) {
+      if (e.pending.valid()) return;
+      layouts.emplace_back(e.shape, key);
+    }
+    std::string why;
+    if (!cache.store_network(network_key(), layouts, &why)) cache_notes_.push_back(why);
   }
 
   // The graphs' shared workspace, grown to what `graph` needs (in the warm-up, before any capture).
@@ -660,20 +784,42 @@ class NativeImpl final : public NativeExecutor {
       notes_.push_back("CPU: generic ops (conv, then relu_/add_ in place), no autotuning, no graph capture");
       return on_input ? run().clone(at::MemoryFormat::Contiguous) : at::Tensor();
     }
-    if (!on_input) {
-      static_in_.uniform_(-1.0, 1.0);
-      sigma_.set(0.1);
-    }
     auto& ctx = at::globalContext();
     const bool bench_before = ctx.benchmarkCuDNN();
     const int limit_before = ctx.benchmarkLimitCuDNN();
-    if (opt_.autotune && opt_.cudnn_benchmark) ctx.setBenchmarkCuDNN(true);
-    if (opt_.cudnn_benchmark_limit >= 0) ctx.setBenchmarkLimitCuDNN(opt_.cudnn_benchmark_limit);
     auto restore = [&] {
       ctx.setBenchmarkCuDNN(bench_before);
       ctx.setBenchmarkLimitCuDNN(limit_before);
     };
     at::Tensor y;
+#ifdef PNP_HAVE_CUDNN_FE
+    {
+      const auto t_capture = std::chrono::steady_clock::now();
+      ctx.setBenchmarkCuDNN(false);  // (nothing may be timed inside a capture)
+      bool done = false;
+      try {
+        done = capture_from_plan_cache();
+      } catch (...) {
+        restore();
+        throw;
+      }
+      restore();
+      if (done) {
+        if (on_input) {
+          compile_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_capture).count();
+          graph_->replay();
+          y = static_out_.clone(at::MemoryFormat::Contiguous);
+        }
+        return finish_warm_up(y);
+      }
+    }
+#endif
+    if (!on_input) {
+      static_in_.uniform_(-1.0, 1.0);
+      sigma_.set(0.1);
+    }
+    if (aten_benchmark()) ctx.setBenchmarkCuDNN(true);
+    if (opt_.cudnn_benchmark_limit >= 0) ctx.setBenchmarkLimitCuDNN(opt_.cudnn_benchmark_limit);
     try {
       validating_ = true;
       // One more validating run while plans built in parallel are still to be timed (the
@@ -684,7 +830,7 @@ class NativeImpl final : public NativeExecutor {
         sync();
         bool pending = false;
 #ifdef PNP_HAVE_CUDNN_FE
-        pending = std::any_of(epilogues_.begin(), epilogues_.end(), [](const auto& kv) { return !kv.second.pending.empty(); });
+        pending = std::any_of(epilogues_.begin(), epilogues_.end(), [](const auto& kv) { return kv.second.pending.valid(); });
 #endif
         if (pending && i + 1 == runs) ++runs;
         validating_ = pending;
@@ -693,7 +839,10 @@ class NativeImpl final : public NativeExecutor {
       else y = at::Tensor();
       const auto t_capture = std::chrono::steady_clock::now();
 #ifdef PNP_HAVE_CUDA
-      if (opt_.cuda_graph) capture();
+      if (opt_.cuda_graph) {
+        std::string failed;
+        if (!capture(&failed)) notes_.push_back("CUDA graph capture failed, running without a graph: " + failed);
+      }
 #else
       if (opt_.cuda_graph) notes_.push_back("CUDA graph: not built with CUDA support");
 #endif
@@ -703,23 +852,38 @@ class NativeImpl final : public NativeExecutor {
       throw;
     }
     restore();
+#ifdef PNP_HAVE_CUDNN_FE
+    remember_network();
+#endif
+    return finish_warm_up(y);
+  }
+
+  // The warm-up's (or the capture from the plan cache's) memory hand-back and notes; returns y.
+  at::Tensor finish_warm_up(const at::Tensor& y) {
 #ifdef PNP_HAVE_CUDA
     // cuDNN's benchmark mode tries plans with workspaces up to the free memory; hand the cached
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-    int fused = 0, epilogues = 0;
-    for (const auto& t : bound_) fused += t.cudnn, epilogues += t.epilogue;
-    (void)epilogues;
+    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0;
+    for (size_t k = 0; k < bound_.size(); ++k) {
+      const Bound& t = bound_[k];
+      fused += t.cudnn && !t.epilogue_used;
+      epilogues += t.epilogue, graphs += t.epilogue_used;
+      const PlanStep& s = plan_.steps[k];
+      if (t.epilogue && s.z >= 0 && !s.relu) ++adds, adds_used += t.epilogue_used;
+    }
+    (void)epilogues, (void)graphs, (void)adds, (void)adds_used;
     notes_.push_back("CUDA: " + std::to_string(fused) + " convolutions run as cuDNN fused ops");
 #ifdef PNP_HAVE_CUDNN_FE
-    if (epilogues > 0) {
-      int used = 0;
-      for (const auto& t : bound_) used += t.epilogue_used;
-      notes_.push_back("CUDA: " + std::to_string(used) + " of " + std::to_string(epilogues) +
+    if (adds > 0)
+      notes_.push_back("CUDA: " + std::to_string(adds_used) + " of " + std::to_string(adds) +
                        " convolutions with a residual add run as cuDNN graphs with the add in their epilogue" +
+                       (opt_.cudnn_graph_convs ? std::string() : epilogue_summary()));
+    if (opt_.cudnn_graph_convs && epilogues > 0)
+      notes_.push_back("CUDA: " + std::to_string(graphs) + " of " + std::to_string(epilogues) +
+                       " convolutions run as cuDNN graphs (conv with its bias, residual add and ReLU)" +
                        epilogue_summary());
-    }
     if (plan_cache_ && plan_cache_->enabled()) {
       std::string n = "plan cache " + plan_cache_->dir() + ": " + std::to_string(cache_loaded_) + " of " +
                       std::to_string(epilogues_.size()) + " layouts loaded, " + std::to_string(cache_stored_) + " stored";
@@ -731,7 +895,8 @@ class NativeImpl final : public NativeExecutor {
   }
 
 #ifdef PNP_HAVE_CUDA
-  void capture() {
+  // The forward captured as one CUDA graph; false (why in `failed`) when the capture failed.
+  bool capture(std::string* failed) {
     sync();
     auto side = c10::cuda::getStreamFromPool(false, device_.index());
     graph_ = std::make_unique<at::cuda::CUDAGraph>();
@@ -757,9 +922,10 @@ class NativeImpl final : public NativeExecutor {
       captured_ = false;
       static_out_ = at::Tensor();
       graph_.reset();
-      std::string msg = e.what();
-      notes_.push_back("CUDA graph capture failed, running without a graph: " + msg.substr(0, msg.find('\n')));
+      const std::string msg = e.what();
+      *failed = msg.substr(0, msg.find('\n'));
     }
+    return captured_;
   }
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
 #endif
@@ -785,6 +951,7 @@ class NativeImpl final : public NativeExecutor {
 #endif
   SigmaBuffer sigma_;
   bool captured_ = false, validating_ = false, warmed_ = false;
+  bool from_cache_capture_ = false;  // capturing from the plan cache's list (capture_from_plan_cache)
   int warmup_run_ = 0;  // which warm-up run is running (epilogue_conv: parallel builds)
   double compile_s_ = 0;
   std::vector<std::string> notes_;

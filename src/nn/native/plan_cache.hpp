@@ -15,6 +15,14 @@
 // Written to a temporary name and renamed: readers never see half a file; a damaged or
 // unreadable entry is a miss with a reason, never an error (the executor then chooses again).
 // CPU-only code (no CUDA): the executor fills and reads it on CUDA builds with the frontend.
+//
+// Beside the layouts, one file per network (<dir>/<fnv1a(env, network)>.net, network naming the
+// IR's hash, the input shape and the options that decide which layouts it meets): the list of
+// its layouts, written once every one of them is decided and stored. With it, a later compile
+// loads every plan before it runs anything and captures the forward straight away, with no
+// warm-up run (NativeExecutor: compiled from the plan cache); a layout the capture meets that
+// the list lacks, or a plan cuDNN does not take, ends the capture and the compile warms up as
+// without the list.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +54,12 @@ class PlanCache {
   std::optional<PlanChoice> load(const std::string& layout, std::string* why = nullptr) const;
   // False (with why) when it could not be written; never throws.
   bool store(const std::string& layout, const PlanChoice& c, std::string* why = nullptr) const;
+
+  // A network's layouts: (what the notes call it, i.e. its output shape; the layout key).
+  using Layouts = std::vector<std::pair<std::string, std::string>>;
+  std::string network_path(const std::string& network) const;
+  std::optional<Layouts> load_network(const std::string& network, std::string* why = nullptr) const;
+  bool store_network(const std::string& network, const Layouts& layouts, std::string* why = nullptr) const;
 
  private:
   std::string dir_, env_;
