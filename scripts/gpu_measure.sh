@@ -193,7 +193,7 @@ run() {  # name, then --set overrides
       for dt in float32 bfloat16; do
         nt --dtype $dt --backends eager,native --native cfagbes
         nt --dtype $dt --backends native --native cfagbe
-        for o in cfagbep cfagbepn; do
+        for o in cfagbepB cfagbep; do
           rm -rf /tmp/pnp_plan_cache_time
           for run in cold cached; do echo "($run)"; nt --dtype $dt --backends native --native $o; done
         done

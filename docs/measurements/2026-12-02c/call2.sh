@@ -39,6 +39,7 @@ if [ "$1" = a ]; then
     stamp done
   } 2>&1 | tee "$out/a3_drunet.log"
 else
+  . scripts/device_env.sh  # (the carried .debs: toml++ for pnp_bench)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
   export PNP_PYTHON=/opt/torch/.venv/bin/python3
   sweep() {  # name, architectures, channels, shape, backends, extra [native] lines

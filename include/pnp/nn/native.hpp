@@ -89,19 +89,25 @@ struct NativeOptions {
   bool cudnn_graph_convs = true;
   // Beside cuDNN's first three plans of each layout, this many more from further down its order
   // whose engines are precompiled (they build in milliseconds; the first three are mostly
-  // runtime-compiled ones, 0.2-0.7 s each): ATen's benchmark found such engines faster than the
-  // first three for some of DRUNet's conv + ReLU layouts (docs/measurements/2026-12-02c).
-  int cudnn_graph_precompiled = 4;
+  // runtime-compiled ones, 0.2-0.7 s each). Tried because ATen's benchmark beat the first three
+  // on some of DRUNet's conv + ReLU layouts; with 4 or 8 of them no DRUNet 4096² layout chose
+  // one (H200, docs/measurements/2026-12-02c), so none by default (nn_time --precompiled N).
+  int cudnn_graph_precompiled = 0;
   // A persistent cache of those per-layout choices and of the chosen cuDNN plans, serialised
   // (src/nn/native/plan_cache.hpp): a later process loads them instead of building and timing
   // three plans per layout. Empty: none. Keyed by the layout, the GPU, cuDNN, the frontend,
   // torch, the dtype and TF32; a damaged or foreign entry is chosen again (notes() says so).
   std::string plan_cache_dir;
-  // With autotune: ATen's cuDNN benchmark mode for the convolutions pnp does not choose itself
-  // (their choice lives in ATen's process-local cache, which no cache of pnp's can hold). Off:
-  // those run on cuDNN's heuristics, and a compile whose choices all come from the plan cache
-  // times nothing.
-  bool cudnn_benchmark = true;
+  // With autotune: ATen's cuDNN benchmark mode for the generic ops (what a graph is timed
+  // against, the transposed convolutions): their choice lives in ATen's process-local cache,
+  // which no cache of pnp's can hold. Off (the default): those run on cuDNN's heuristics, and a
+  // compile whose choices all come from the plan cache times nothing and captures at once.
+  // DRUNet 1 ch 4096², one H200 (docs/measurements/2026-12-02c): on, a cold compile took
+  // 3.84-4.49 s (fp32) / 2.79-3.97 s (bf16) and a cached one 1.70-1.98 s / 0.89-1.12 s, for
+  // 277.5-278.5 against 279.4-284.5 ms (fp32) and 143.5-144.5 against 144.2-144.9 ms (bf16)
+  // off, where the cold compile took 2.29-2.62 s / 1.45-1.96 s and the cached 0.32-0.35 s /
+  // 0.22-0.26 s: 1.5-3.5 s more per process for under 1 % (2.6 ms of a 280 ms forward).
+  bool cudnn_benchmark = false;
   // With it: how many of cuDNN's algorithms ATen's benchmark mode tries per convolution (0: all
   // of them; -1: ATen's own setting, 10 unless changed), for the warm-up only. DRUNet 1 ch
   // 4096² on H200s (docs/measurements/2026-12-02b): on one machine 1 / 3 / all compiled in
