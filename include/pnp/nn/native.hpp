@@ -102,11 +102,11 @@ struct NativeOptions {
   // against, the transposed convolutions): their choice lives in ATen's process-local cache,
   // which no cache of pnp's can hold. Off (the default): those run on cuDNN's heuristics, and a
   // compile whose choices all come from the plan cache times nothing and captures at once.
-  // DRUNet 1 ch 4096², one H200 (docs/measurements/2026-12-02c): on, a cold compile took
-  // 3.84-4.49 s (fp32) / 2.79-3.97 s (bf16) and a cached one 1.70-1.98 s / 0.89-1.12 s, for
-  // 277.5-278.5 against 279.4-284.5 ms (fp32) and 143.5-144.5 against 144.2-144.9 ms (bf16)
-  // off, where the cold compile took 2.29-2.62 s / 1.45-1.96 s and the cached 0.32-0.35 s /
-  // 0.22-0.26 s: 1.5-3.5 s more per process for under 1 % (2.6 ms of a 280 ms forward).
+  // DRUNet 1 ch 4096², H200s (docs/measurements/2026-12-02c, calls 1 and 2a): on, a cold
+  // compile took 3.84-4.49 s (fp32) / 2.79-4.50 s (bf16) and a cached one 1.70-1.98 s /
+  // 0.89-1.12 s; off, 1.88-2.62 s / 1.41-1.96 s cold and 0.30-0.35 s / 0.22-0.26 s from the
+  // network's list: 1.3-3.1 s more per cold compile, 0.7-1.7 s per cached one, for 0.3-2.5 %
+  // (fp32: 277.5-278.5 against 279.4-284.5 ms on one machine) and under 1 % in bf16.
   bool cudnn_benchmark = false;
   // With it: how many of cuDNN's algorithms ATen's benchmark mode tries per convolution (0: all
   // of them; -1: ATen's own setting, 10 unless changed), for the warm-up only. DRUNet 1 ch
