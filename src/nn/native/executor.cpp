@@ -391,30 +391,15 @@ class NativeImpl final : public NativeExecutor {
     if (cache.enabled()) {
       std::string why;
       if (std::optional<native::PlanChoice> c = cache.load(layout, &why)) {
-        e.cached = true;
-        e.graph_ms = c->graph_ms, e.generic_ms = c->generic_ms, e.engine = c->engine;
-        if (!c->graph) {
-          ++cache_loaded_;
-          return e;  // the generic ops, as measured when the entry was written
-        }
         try {
-          if (!c->plan.empty())
-            spec.plan = &c->plan;
-          else
-            spec.index = c->index, spec.engine = c->engine;
-          e.graph = native::make_epilogue_conv(spec);
-          spec.plan = nullptr, spec.index = -1;
-          grow_workspace(*e.graph, x);
-          e.use = true;
+          Epilogue cached = from_cache(*c, spec, x);
+          cached.shape = e.shape;
           ++cache_loaded_;
-          return e;
+          return cached;
         } catch (const std::exception& ex) {
           const std::string msg = ex.what();
           cache_notes_.push_back(cache.path(layout) + ": its plan was not taken (" + msg.substr(0, msg.find('\n')) +
                                  "), chosen again");
-          spec.plan = nullptr, spec.index = -1;
-          e = Epilogue{};
-          e.shape = shape_string(y.sizes().vec());
         }
       } else if (!why.empty()) {
         cache_notes_.push_back(why + ", chosen again");
@@ -444,6 +429,24 @@ class NativeImpl final : public NativeExecutor {
       return e;
     }
     time_against_generic(layout, e, s, t, x, z, y, padding);
+    return e;
+  }
+
+  // A layout's stored choice: the generic ops, or the graph with its plan (serialised, or rebuilt
+  // at its heuristic position on spec's tensors), the workspace grown for it (like: its device).
+  // Throws when cuDNN does not take the plan.
+  Epilogue from_cache(const native::PlanChoice& c, native::EpilogueSpec spec, const at::Tensor& like) {
+    Epilogue e;
+    e.cached = true;
+    e.graph_ms = c.graph_ms, e.generic_ms = c.generic_ms, e.engine = c.engine;
+    if (!c.graph) return e;  // the generic ops, as measured when the entry was written
+    if (!c.plan.empty())
+      spec.plan = &c.plan;
+    else
+      spec.index = c.index, spec.engine = c.engine;
+    e.graph = native::make_epilogue_conv(spec);
+    grow_workspace(*e.graph, like);
+    e.use = true;
     return e;
   }
 
@@ -528,24 +531,16 @@ class NativeImpl final : public NativeExecutor {
     for (const auto& [shape, layout] : *layouts) {
       std::optional<native::PlanChoice> c = cache.load(layout, &why);
       if (!c) return refuse("layout " + shape + ": " + (why.empty() ? "no entry" : why));
-      Epilogue e;
-      e.cached = true;
-      e.shape = shape;
-      e.graph_ms = c->graph_ms, e.generic_ms = c->generic_ms, e.engine = c->engine;
-      if (c->graph) {
-        if (c->plan.empty()) return refuse("layout " + shape + ": a plan cuDNN cannot serialise");
-        native::EpilogueSpec spec;
-        spec.plan = &c->plan;
-        try {
-          e.graph = native::make_epilogue_conv(spec);
-        } catch (const std::exception& ex) {
-          const std::string msg = ex.what();
-          return refuse("layout " + shape + ": " + msg.substr(0, msg.find('\n')));
-        }
-        grow_workspace(*e.graph, static_in_);
-        e.use = true;
+      // (a plan by its heuristic position needs the layout's tensors to rebuild: not here)
+      if (c->graph && c->plan.empty()) return refuse("layout " + shape + ": a plan cuDNN cannot serialise");
+      try {
+        Epilogue e = from_cache(*c, native::EpilogueSpec{}, static_in_);
+        e.shape = shape;
+        loaded.emplace(layout, std::move(e));
+      } catch (const std::exception& ex) {
+        const std::string msg = ex.what();
+        return refuse("layout " + shape + ": " + msg.substr(0, msg.find('\n')));
       }
-      loaded.emplace(layout, std::move(e));
     }
     epilogues_ = std::move(loaded);
     cache_loaded_ = static_cast<int>(epilogues_.size());
