@@ -15,6 +15,10 @@
 #include "pnp/nn/models.hpp"
 #include "nn_test_util.hpp"
 #include "pnp/nn/native.hpp"
+#include "native/upsample_conv.hpp"
+#ifdef PNP_HAVE_CUDA
+#include "native/narrow_conv.hpp"
+#endif
 
 using namespace pnp;
 using namespace pnp::nn;
@@ -53,14 +57,15 @@ std::vector<Case> cases() {
   // DnCNN depth 4: three conv+bias+relu, out_conv + residual -> conv+bias+add.
   // DRUNet nb = 1: 7 ResBlocks, each conv+relu (res.0) and conv+add (res.2 + x); no ReLU after
   //   any add, so never conv+add+relu; the skip adds read multi-use convs (no fusion).
-  // UNet 2 scales: 3 blocks x 2 convs + 1 up conv = 7 conv+bn+relu, Conv_1x1 + residual.
+  // UNet 2 scales: 3 blocks x 2 convs = 6 conv+bn+relu, the up conv with the ×2 upsample
+  //   before it as one transposed conv (upsample+conv+bn+relu), Conv_1x1 + residual.
   return {
       {"dncnn", 2, 3, {6}, 4, {2, 3, 13, 10}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
       {"dncnn", 3, 1, {4}, 4, {1, 1, 7, 6, 5}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
       {"drunet", 2, 3, {2, 3, 4, 5}, 1, {1, 3, 13, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
       {"drunet", 3, 1, {2, 3, 3, 4}, 1, {1, 1, 9, 8, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
-      {"unet", 2, 3, {3, 4}, -1, {2, 3, 7, 9}, {{"conv+bn+relu", 7}, {"conv+bias+add", 1}}},
-      {"unet", 3, 1, {2, 3}, -1, {1, 1, 5, 6, 4}, {{"conv+bn+relu", 7}, {"conv+bias+add", 1}}},
+      {"unet", 2, 3, {3, 4}, -1, {2, 3, 7, 9}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu", 1}, {"conv+bias+add", 1}}},
+      {"unet", 3, 1, {2, 3}, -1, {1, 1, 5, 6, 4}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu", 1}, {"conv+bias+add", 1}}},
   };
 }
 
@@ -177,16 +182,47 @@ TEST_CASE("native: options off still equal eager; BN is always folded") {
   at::Tensor x = rnd({1, 1, 12, 8}, 6);
   at::Tensor ref = make_eager(g, w, at::kCPU, at::kDouble)->forward(x, 0.1);
   for (bool cl : {false, true})
-    for (bool fuse : {false, true}) {
+    for (int fuse : {0, 1, 2}) {  // 2: fuse without the upsample folded into its conv
+      CAPTURE(cl);
+      CAPTURE(fuse);
       NativeOptions o;
       o.channels_last = cl;
-      o.fuse = fuse;
+      o.fuse = fuse > 0;
+      o.upsample_conv = fuse == 1;
       auto nat = make_native(g, w, at::kCPU, at::kDouble, {1, 1, 12, 8}, o);
       CHECK(rel_err(nat->forward(x, 0.1), ref) < 1e-12);
       auto m = count_patterns(nat->fusions());
-      if (fuse) CHECK(m == std::map<std::string, int>{{"conv+bn+relu", 7}, {"conv+bias+add", 1}});
-      else CHECK(m == std::map<std::string, int>{{"conv+bn", 7}});
+      if (fuse == 1)
+        CHECK(m == std::map<std::string, int>{{"conv+bn+relu", 6}, {"upsample+conv+bn+relu", 1}, {"conv+bias+add", 1}});
+      else if (fuse == 2)
+        CHECK(m == std::map<std::string, int>{{"conv+bn+relu", 7}, {"conv+bias+add", 1}});
+      else
+        CHECK(m == std::map<std::string, int>{{"conv+bn", 7}});
     }
+}
+
+TEST_CASE("native: a ×2 nearest upsample and its 3×3 conv as one transposed conv (float64)") {
+  // The derived weight against the pair it replaces, directly: 2D and 3D, C_in != C_out, odd
+  // sizes (the border rows), with a bias. (The whole UNet through the executor: the cases above.)
+  for (int dim : {2, 3}) {
+    CAPTURE(dim);
+    const std::vector<int64_t> ws = dim == 2 ? std::vector<int64_t>{5, 3, 3, 3} : std::vector<int64_t>{4, 3, 3, 3, 3};
+    const std::vector<int64_t> xs = dim == 2 ? std::vector<int64_t>{2, 3, 5, 7} : std::vector<int64_t>{1, 3, 3, 4, 5};
+    at::Tensor w = rnd(ws, 21 + dim), b = rnd({ws[0]}, 22), x = rnd(xs, 23);
+    const std::vector<int64_t> two(static_cast<size_t>(dim), 2), one(static_cast<size_t>(dim), 1);
+    at::Tensor up = dim == 2 ? at::upsample_nearest2d(x, {xs[2] * 2, xs[3] * 2})
+                             : at::upsample_nearest3d(x, {xs[2] * 2, xs[3] * 2, xs[4] * 2});
+    at::Tensor ref = at::convolution(up, w, b, one, one, one, false, std::vector<int64_t>(dim, 0), 1);
+    at::Tensor t = native::upsample_conv_weight(w);
+    CHECK(t.sizes().vec() == (dim == 2 ? std::vector<int64_t>{3, 5, 4, 4} : std::vector<int64_t>{3, 4, 4, 4, 4}));
+    at::Tensor y = at::convolution(x, t, b, two, one, one, true, std::vector<int64_t>(dim, 0), 1);
+    CHECK(y.sizes() == ref.sizes());
+    CHECK(rel_err(y, ref) < 1e-13);
+    CHECK(y.abs().max().item<double>() > 0.1);  // content, not zeros on both sides
+    // float32 weights come back in float32, derived in float64
+    CHECK((native::upsample_conv_weight(w.to(at::kFloat)).scalar_type() == at::kFloat));
+  }
+  CHECK_THROWS_AS(native::upsample_conv_weight(rnd({2, 2, 5, 5}, 1)), Error);
 }
 
 TEST_CASE("native: liveness-based slots are reused") {
@@ -348,6 +384,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
         // forced: cuDNN's first plan wherever it has one; measured (autotune): by timing
         for (bool forced : {true, false}) {
           NativeOptions o;
+          o.narrow_convs = false;  // the cuDNN graphs here (pnp's narrow kernels: their own test case)
           o.autotune = !forced;
           o.cudnn_epilogues_forced = forced;
           auto nat = make_native(g, w, dev, dtype, c.shape, o);
@@ -391,6 +428,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           // build times) and with them built one after the other: both accurate
           if (c.dim == 2) CHECK(notes.find(" in parallel, waited ") != std::string::npos);
           NativeOptions os;
+          os.narrow_convs = false;
           os.parallel_plan_builds = false;
           auto serial = make_native(g, w, dev, dtype, c.shape, os);
           std::string serial_notes;
@@ -404,6 +442,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           const fs::path dir = fs::temp_directory_path() / ("pnp_native_plan_cache_" + std::to_string(::getpid()));
           test::remove_tree(dir);
           NativeOptions oc;
+          oc.narrow_convs = false;
           oc.plan_cache_dir = (dir / "native").string();
           oc.cudnn_benchmark = true;  // first with ATen's benchmark (no list of the network then)
           auto cold = make_native(g, w, dev, dtype, c.shape, oc);
@@ -473,3 +512,96 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
   }
   ctx.setAllowTF32CuDNN(tf32);
 }
+
+#ifdef PNP_HAVE_CUDA
+TEST_CASE("native: narrow convolutions (few input or output channels) as pnp's kernels, against float64 (CUDA)") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  struct K {
+    int64_t ci, co, k, pad;
+  };
+  // few outputs (1 to 32 lanes per tile, several pieces per lane) and few inputs; odd sizes
+  // leave partial tiles at the image's edge; padding 0 shrinks the output
+  const std::vector<K> ks{{64, 1, 3, 1}, {64, 3, 3, 1}, {64, 4, 1, 0}, {16, 2, 3, 1}, {128, 1, 3, 1}, {192, 1, 3, 1},
+                          {8, 3, 3, 1},  {2, 64, 3, 1}, {3, 64, 3, 1}, {1, 8, 3, 1},  {4, 16, 1, 0},  {3, 32, 3, 0}};
+  uint64_t seed = 100;
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const K& k : ks)
+      for (int variant = 0; variant < 3; ++variant) {  // 0: plain; 1: + bias, ReLU; 2: + bias + residual
+        CAPTURE(c10::toString(dtype));
+        CAPTURE(k.ci);
+        CAPTURE(k.co);
+        CAPTURE(k.k);
+        CAPTURE(variant);
+        if ((dtype == at::kBFloat16) && ((k.co <= 4 && k.ci % 8) || (k.co > 4 && k.co % 8))) continue;
+        const int64_t n = 2, h = 13, w = 21, oh = h + 2 * k.pad - k.k + 1, ow = w + 2 * k.pad - k.k + 1;
+        // inputs rounded to the dtype first, so the float64 reference sees the same values
+        auto dev_t = [&](const std::vector<int64_t>& s, bool nhwc) {
+          at::Tensor t = rnd(s, ++seed).to(dtype);
+          return nhwc ? t.to(dev).contiguous(cl) : t.to(dev).contiguous();
+        };
+        const at::Tensor x = dev_t({n, k.ci, h, w}, true), wt = dev_t({k.co, k.ci, k.k, k.k}, true);
+        const at::Tensor b = dev_t({k.co}, false), z = dev_t({n, k.co, oh, ow}, true);
+        const bool relu = variant == 1;
+        const at::Tensor* bp = variant > 0 ? &b : nullptr;
+        const at::Tensor* zp = variant == 2 ? &z : nullptr;
+        REQUIRE(native::narrow_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
+        // poison: the caching allocator hands the output a block just filled with NaN
+        { at::Tensor p = at::full({n * k.co * oh * ow * 4 + 4096}, std::nan(""), x.options()); }
+        const at::Tensor y = native::narrow_conv(x, wt, bp, zp, relu, {k.pad, k.pad});
+        CHECK(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
+        CHECK(y.is_contiguous(cl));
+        auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
+        at::Tensor ref = at::conv2d(d(x), d(wt), variant > 0 ? d(b) : at::Tensor(), 1, k.pad);
+        if (zp) ref = ref + d(z);
+        if (relu) ref = at::relu(ref);
+        CHECK(ref.abs().max().item<double>() > 0.1);  // content
+        // float32: FMA sums of up to 9 x 192 products; bf16: the output's rounding (2^-9)
+        CHECK(rel_err(y, ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+      }
+  // what it does not take: CPU, stride 2, groups 2, float64, 5 x 5, 5 -> 5 channels, NCHW
+  const at::Tensor x = rnd({1, 64, 8, 8}, 1).to(dev).contiguous(cl), w1 = rnd({1, 64, 3, 3}, 2).to(dev).contiguous(cl);
+  CHECK(native::narrow_conv_applies(x, w1, {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(x.cpu(), w1.cpu(), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(x, w1, {2, 2}, {1, 1}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(x, w1, {1, 1}, {1, 1}, 2));
+  CHECK_FALSE(native::narrow_conv_applies(x.to(at::kDouble), w1.to(at::kDouble), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(x, rnd({1, 64, 5, 5}, 3).to(dev).contiguous(cl), {1, 1}, {2, 2}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(rnd({1, 5, 8, 8}, 4).to(dev).contiguous(cl),
+                                          rnd({5, 5, 3, 3}, 5).to(dev).contiguous(cl), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(x.contiguous(), w1, {1, 1}, {1, 1}, 1));
+  CHECK_THROWS_AS(native::narrow_conv(x, w1, nullptr, nullptr, false, {3, 3}), Error);  // padding >= kernel
+
+  // In the executor: DnCNN (3 -> 64 and 64 -> 3 + residual) and DRUNet (2 -> 8 with the noise
+  // map, 8 -> 1) run their first and last convolutions as narrow kernels, to float64 accuracy
+  // as with cuDNN (TF32 in the other layers), and equal to the option off.
+  const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 4, {1, 3, 24, 20}, {}},
+                               {"drunet", 2, 1, {8, 16, 24, 32}, 1, {1, 1, 24, 20}, {}}};
+  for (const auto& c : nets)
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(c.arch);
+      CAPTURE(c10::toString(dtype));
+      const auto [g, wts, xin, ref64] = prepare(c, 41, 0.2);
+      auto nat = make_native(g, wts, dev, dtype, c.shape);
+      const std::string notes = notes_of(*nat);
+      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
+      CHECK(notes.find("CUDA: 2 convolutions with few input or output channels run as pnp's narrow kernels") !=
+            std::string::npos);
+      NativeOptions off;
+      off.narrow_convs = false;
+      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
+      CHECK(notes_of(*cudnn).find("narrow kernels") == std::string::npos);
+      const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
+      const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
+      CHECK(rel_err(y, ref64) < tol);
+      CHECK(rel_err(y, yc) < tol);
+      CHECK(y.abs().max().item<double>() > 0.1);  // content
+      at::Tensor x2 = rnd(c.shape, 43);  // replayed in the CUDA graph
+      CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
+    }
+}
+#endif

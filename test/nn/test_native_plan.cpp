@@ -215,6 +215,31 @@ TEST_CASE("native plan: conv fusion groups and the keys they record (hand-built 
   check_plan(g, {1, 2, 8, 8}, false);
 }
 
+TEST_CASE("native plan: a ×2 upsample folds only into a lone 3×3, stride-1, padding-1 conv reader") {
+  Graph g = small();
+  Attrs up;
+  up.scale = {2, 2};
+  const int u1 = g.add("u1", OpKind::upsample_nearest, {0}, up).id;
+  const int c1 = conv(g, "c1", u1, true);  // folds: conv+bias
+  const int u2 = g.add("u2", OpKind::upsample_nearest, {c1}, up).id;
+  const int c2 = conv(g, "c2", u2);  // u2 has a second reader (the add): not folded
+  const int s = op(g, "s", OpKind::add, {c2, u2});
+  up.scale = {2, 1};
+  const int u3 = g.add("u3", OpKind::upsample_nearest, {s}, up).id;
+  op(g, "r3", OpKind::relu, {conv(g, "c3", u3)});  // scale 2 x 1: not folded
+  Plan p = plan_for(g, {1, 2, 3, 5});
+  CHECK(p.fusions == std::vector<std::string>{"upsample+conv+bias:c1", "conv+add:c2", "conv+relu:c3"});
+  CHECK((step(g, p, "c1").kind == StepKind::conv_transpose && step(g, p, "c1").in == std::vector<int>{0}));
+  CHECK((step(g, p, "c2").kind == StepKind::conv && step(g, p, "u2").kind == StepKind::upsample));
+  CHECK((step(g, p, "c3").kind == StepKind::conv && step(g, p, "u3").kind == StepKind::upsample));
+  CHECK(p.step_of[u1] == -1);
+  check_plan(g, {1, 2, 3, 5});
+  // fuse off: nothing folds
+  Plan q = plan_for(g, {1, 2, 3, 5}, false);
+  CHECK(step(g, q, "u1").kind == StepKind::upsample);
+  check_plan(g, {1, 2, 3, 5}, false);
+}
+
 TEST_CASE("native plan: no fusion through a value with two readers, nor before the residual exists") {
   Graph g = small();
   const int c1 = conv(g, "c1", 0);
@@ -273,7 +298,7 @@ TEST_CASE("native plan: DnCNN, DRUNet and UNet get their fusion groups") {
     Graph g = test::make("unet", 2, 3, 3, {3, 4});
     Plan p = plan_for(g, {2, 3, 7, 9});
     CHECK(p.fusions.size() == 8);
-    for (std::string c : {"Conv1.0", "Conv1.3", "Conv2.0", "Conv2.3", "Up2.1", "Up_conv2.0", "Up_conv2.3"}) {
+    for (std::string c : {"Conv1.0", "Conv1.3", "Conv2.0", "Conv2.3", "Up_conv2.0", "Up_conv2.3"}) {
       CAPTURE(c);
       CHECK(has(p.fusions, "conv+bn+relu:" + c));
       const PlanStep& s = step(g, p, c);
@@ -284,6 +309,22 @@ TEST_CASE("native plan: DnCNN, DRUNet and UNet get their fusion groups") {
     }
     CHECK(has(p.fusions, "conv+bias+add:Conv_1x1"));
     CHECK(step(g, p, "Conv_1x1").z == g.node("pad").id);
+    // the ×2 upsample folds into Up2.1: one transposed conv (stride 2, padding 1) on its input
+    CHECK(has(p.fusions, "upsample+conv+bn+relu:Up2.1"));
+    const PlanStep& u = step(g, p, "Up2.1");
+    CHECK((u.kind == StepKind::conv_transpose && u.from_upsample && u.relu && u.bn == g.node("Up2.2").id));
+    CHECK(u.in == g.node("Up2.0").inputs);
+    CHECK((u.stride == std::vector<int64_t>{2, 2} && u.padding == std::vector<int64_t>{1, 1}));
+    CHECK(u.output_padding == std::vector<int64_t>{0, 0});
+    CHECK(u.shape == infer_shapes(g, {2, 3, 7, 9})[static_cast<size_t>(g.node("Up2.3").id)]);
+    CHECK(p.step_of[g.node("Up2.0").id] == -1);  // no upsample step
+    for (const auto& s : p.steps) CHECK(s.kind != StepKind::upsample);
+    // upsample_conv off: the upsample is its own step again
+    const auto shapes = infer_shapes(g, {2, 3, 7, 9});
+    const Plan o = native::make_plan(g, shapes, {true, 4, true, int64_t{128} << 20, false});
+    CHECK(has(o.fusions, "conv+bn+relu:Up2.1"));
+    CHECK(step(g, o, "Up2.0").kind == StepKind::upsample);
+    CHECK(step(g, o, "Up2.1").kind == StepKind::conv);
     // fuse off: only the BN folds
     Plan q = plan_for(g, {2, 3, 7, 9}, false);
     CHECK(q.fusions.size() == 7);

@@ -131,6 +131,17 @@ struct NativeOptions {
   // copy-free everywhere; 64 slabs 6.4 ms with copies, 15.8 ms copy-free everywhere.
   bool copy_free_halo = true;
   int64_t copy_free_min_bytes = int64_t{128} << 20;
+  // With fuse: a ×2 nearest upsample whose only reader is a 3×3 convolution (UNet's Up steps)
+  // runs with it as one transposed convolution (kernel 4, stride 2) on the upsample's input,
+  // weights derived in float64 (src/nn/native/upsample_conv.hpp): no upsampled tensor, 16
+  // multiply-adds per input pixel and channel pair in 2D instead of 36. Off: the upsample is a
+  // step of its own (a broadcast copy) and the convolution reads its output.
+  bool upsample_conv = true;
+  // CUDA, 2D, float32 and bf16, channels-last: a convolution with C_out <= 4 or C_in <= 4 (a
+  // network's first and last, 1x1 or 3x3, stride 1) runs as pnp's own direct kernel
+  // (src/nn/native/narrow_conv.hpp) instead of cuDNN's, whose implicit-GEMM tiles are mostly
+  // padding there; float32 FMA accumulation, so no TF32 rounding in these. Off: cuDNN (or a graph).
+  bool narrow_convs = true;
 };
 
 // Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.

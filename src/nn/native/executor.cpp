@@ -9,6 +9,10 @@
 #include "pnp/nn/native.hpp"
 #include "pnp/timing.hpp"
 #include "plan.hpp"
+#include "upsample_conv.hpp"
+#ifdef PNP_HAVE_CUDA
+#include "narrow_conv.hpp"
+#endif
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -53,6 +57,9 @@ struct Bound {
   // residual add without a ReLU (cudnn_epilogues), any convolution (cudnn_graph_convs);
   // epilogue_used: it did in the warm-up (chosen by timing, or forced)
   bool epilogue = false, epilogue_used = false;
+  // A convolution with few input or output channels may run as pnp's own kernel (narrow_conv.hpp;
+  // NativeOptions::narrow_convs); narrow_used: it did in the warm-up
+  bool narrow = false, narrow_used = false;
 };
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
@@ -90,7 +97,7 @@ class NativeImpl final : public NativeExecutor {
     c10::DeviceGuard guard(device_);
     at::NoGradGuard no_grad;
     plan_ = native::make_plan(g, shapes_, {opt.fuse, static_cast<int64_t>(at::elementSize(dtype)), opt.copy_free_halo,
-                                              opt.copy_free_min_bytes});
+                                              opt.copy_free_min_bytes, opt.upsample_conv});
     int deferred = 0, halos = 0;
     for (const auto& st : plan_.steps)
       if (st.kind == StepKind::halo) ++halos, deferred += st.deferred ? 1 : 0;
@@ -175,29 +182,38 @@ class NativeImpl final : public NativeExecutor {
     for (size_t k = 0; k < plan_.steps.size(); ++k) {
       const PlanStep& s = plan_.steps[k];
       Bound& t = bound_[k];
+      // the conv's weight and bias with its batch norm folded in: W * gamma / sqrt(var + eps),
+      // (B - mu) * that + beta
+      auto folded = [&](at::Tensor& W, at::Tensor& B) {
+        W = param(s.weight_key), B = param(s.bias_key);
+        if (s.bn < 0) return;
+        const auto& bk = s.bn_keys;
+        at::Tensor gamma = param(bk.weight), beta = param(bk.bias), mu = param(bk.mean), var = param(bk.var);
+        at::Tensor scale = gamma / at::sqrt(var + bk.eps);
+        std::vector<int64_t> vs(static_cast<size_t>(W.dim()), 1);
+        vs[0] = -1;
+        W = W * scale.view(vs);
+        B = ((B.defined() ? B : at::zeros_like(mu)) - mu) * scale + beta;
+      };
       if (s.kind == StepKind::conv) {
-        at::Tensor W = param(s.weight_key), B = param(s.bias_key);
-        if (s.bn >= 0) {  // fold the batch norm: W * gamma / sqrt(var + eps), (B - mu) * that + beta
-          const auto& bk = s.bn_keys;
-          at::Tensor gamma = param(bk.weight), beta = param(bk.bias), mu = param(bk.mean), var = param(bk.var);
-          at::Tensor scale = gamma / at::sqrt(var + bk.eps);
-          std::vector<int64_t> vs(static_cast<size_t>(W.dim()), 1);
-          vs[0] = -1;
-          W = W * scale.view(vs);
-          B = ((B.defined() ? B : at::zeros_like(mu)) - mu) * scale + beta;
-        }
+        at::Tensor W, B;
+        folded(W, B);
         t.w = to_dev(W, true);
         if (B.defined()) t.b = to_dev(B, false);
         t.cudnn = cuda_fused && s.relu;
         t.has_bias = t.b.defined();
         t.epilogue = cuda_fused && opt_.cudnn_epilogues && (opt_.autotune || opt_.cudnn_epilogues_forced) &&
                      ((s.z >= 0 && !s.relu) || opt_.cudnn_graph_convs) && s.groups == 1 && native_has_cudnn_epilogues();
+        t.narrow = device_.is_cuda() && opt_.narrow_convs && cl_ && g_.dim == 2 &&
+                   (dtype_ == at::kFloat || dtype_ == at::kBFloat16);
         // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
         if (t.cudnn && !t.b.defined())
           t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
       } else if (s.kind == StepKind::conv_transpose) {
-        t.w = to_dev(param(s.weight_key), true);
-        if (!s.bias_key.empty()) t.b = to_dev(param(s.bias_key), false);
+        at::Tensor W, B;
+        folded(W, B);
+        t.w = to_dev(s.from_upsample ? native::upsample_conv_weight(W) : W, true);
+        if (B.defined()) t.b = to_dev(B, false);
       } else if (s.kind == StepKind::batch_norm) {
         t.w = to_dev(param(s.bn_keys.weight), false);
         t.b = to_dev(param(s.bn_keys.bias), false);
@@ -246,6 +262,12 @@ class NativeImpl final : public NativeExecutor {
 
   at::Tensor conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
                   const std::vector<int64_t>& padding) {
+#ifdef PNP_HAVE_CUDA
+    if (t.narrow && native::narrow_conv_applies(x, t.w, s.stride, padding, s.groups, z)) {
+      t.narrow_used = true;
+      return native::narrow_conv(x, t.w, graph_bias(t), z, s.relu, padding);
+    }
+#endif
 #ifdef PNP_HAVE_CUDNN_FE
     if (t.epilogue)
       if (at::Tensor y = epilogue_conv(s, t, x, z, padding); y.defined()) return y;
@@ -503,7 +525,8 @@ class NativeImpl final : public NativeExecutor {
   std::string network_key() const {
     return "ir " + g_.hash() + " input " + shape_string(shape_) + " channels_last " + std::to_string(cl_) + " fuse " +
            std::to_string(opt_.fuse) + " fused_bf16 " + std::to_string(opt_.cudnn_fused_bf16) + " graph_convs " +
-           std::to_string(opt_.cudnn_graph_convs);
+           std::to_string(opt_.cudnn_graph_convs) + (opt_.upsample_conv ? "" : " no upsample_conv") +
+           (opt_.narrow_convs ? " narrow_convs" : "");
   }
 
   // Compiled from the plan cache (plan_cache.hpp, the network's list): every layout's choice
@@ -706,6 +729,8 @@ class NativeImpl final : public NativeExecutor {
         case StepKind::conv_transpose:
           y = at::convolution(in, t.w, bias(t), s.stride, s.padding, std::vector<int64_t>(s.stride.size(), 1), true,
                               s.output_padding, s.groups);
+          if (s.z >= 0) y.add_(v[s.z]);  // a folded upsample's conv keeps its epilogue
+          if (s.relu) y.relu_();
           break;
         case StepKind::batch_norm:
           y = at::batch_norm(in, t.w, t.b, t.mean, t.var, false, 0.1, s.bn_keys.eps, true);
@@ -860,16 +885,20 @@ class NativeImpl final : public NativeExecutor {
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0;
+    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0;
     for (size_t k = 0; k < bound_.size(); ++k) {
       const Bound& t = bound_[k];
-      fused += t.cudnn && !t.epilogue_used;
+      fused += t.cudnn && !t.epilogue_used && !t.narrow_used;
+      narrow += t.narrow_used;
       epilogues += t.epilogue, graphs += t.epilogue_used;
       const PlanStep& s = plan_.steps[k];
       if (t.epilogue && s.z >= 0 && !s.relu) ++adds, adds_used += t.epilogue_used;
     }
     (void)epilogues, (void)graphs, (void)adds, (void)adds_used;
     notes_.push_back("CUDA: " + std::to_string(fused) + " convolutions run as cuDNN fused ops");
+    if (narrow > 0)
+      notes_.push_back("CUDA: " + std::to_string(narrow) +
+                       " convolutions with few input or output channels run as pnp's narrow kernels (narrow_conv.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE
     if (adds > 0)
       notes_.push_back("CUDA: " + std::to_string(adds_used) + " of " + std::to_string(adds) +

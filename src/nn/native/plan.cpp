@@ -70,6 +70,17 @@ void read_halo(const Graph& g, const std::vector<int>& deferred, const Node& nd,
     if (h.attrs.halo_lo[d] > 0 || h.attrs.halo_hi[d] > 0) s.tile_padding[d] = h.attrs.padding[d];
 }
 
+// A ×2 nearest upsample the conv reading it can absorb (plan.hpp, PlanStep::from_upsample):
+// the conv's kernel 3, stride 1, padding 1 on every axis and groups 1, the scale 2 on every axis.
+bool upsample_conv_applies(const Node& up, const Node& conv) {
+  auto all = [](const std::vector<int64_t>& v, int64_t x) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [x](int64_t e) { return e == x; });
+  };
+  const Attrs &u = up.attrs, &c = conv.attrs;
+  return c.groups == 1 && all(u.scale, 2) && all(c.kernel, 3) && all(c.stride, 1) && all(c.padding, 1) &&
+         u.scale.size() == c.kernel.size() && conv.inputs.size() == 1;
+}
+
 // The step list: one per fusion group (see plan.hpp) or unfused node, in topological order.
 void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const PlanOptions& opt, Plan& p) {
   const int n = static_cast<int>(g.nodes.size());
@@ -84,6 +95,14 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
   };
   std::vector<int> absorbed(n, 0), deferred(n, 0);
   p.step_of.assign(n, -1);
+  std::vector<int> upsample_of(n, -1);  // conv -> the upsample it absorbs
+  if (opt.fuse && opt.upsample_conv)
+    for (const auto& nd : g.nodes)
+      if (nd.op == OpKind::upsample_nearest)
+        if (int c = single(nd.id, OpKind::conv); c >= 0 && upsample_conv_applies(nd, g.nodes[c])) {
+          upsample_of[c] = nd.id;
+          absorbed[nd.id] = 1;
+        }
   for (const auto& nd : g.nodes) {
     if (nd.id == 0 || absorbed[nd.id]) continue;
     PlanStep s;
@@ -135,10 +154,17 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         }
         for (int id : group)  // the rest of the group runs in this step
           if (id != nd.id) absorbed[id] = 1;
-        if (group.size() > 1) p.fusions.push_back(pattern + ":" + nd.name);
         set_window(s, a);
         read_halo(g, deferred, nd, s);
         s.out = tail;
+        if (upsample_of[nd.id] >= 0) {  // the upsample and this conv as one transposed conv
+          s.kind = StepKind::conv_transpose;
+          s.from_upsample = true;
+          s.stride.assign(a.stride.size(), 2);
+          s.output_padding.assign(a.stride.size(), 0);
+          pattern = "upsample+" + pattern;
+        }
+        if (group.size() > 1 || s.from_upsample) p.fusions.push_back(pattern + ":" + nd.name);
         break;
       }
       case OpKind::conv_transpose:
@@ -197,8 +223,8 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         }
         break;
     }
-    // Inputs: for a fused group, the head's inputs plus the residual.
-    s.in = nd.inputs;
+    // Inputs: for a fused group, the head's inputs plus the residual (a folded upsample's input).
+    s.in = s.from_upsample ? g.nodes[static_cast<size_t>(nd.inputs[0])].inputs : nd.inputs;
     if (s.z >= 0) s.in.push_back(s.z);
     s.shape = s.deferred ? shapes[nd.inputs[0]] : shapes[s.out];
     p.step_of[s.out] = static_cast<int>(p.steps.size());

@@ -6,6 +6,10 @@
 //    with fuse on, conv[+bn] -> relu and conv[+bn] -> add(., z) [-> relu] become one step
 //    (each link needs the intermediate value to have exactly one reader, and z must exist
 //    before the conv). Patterns are named "conv+bias+relu:node" etc. (NativeExecutor::fusions);
+//  - with fuse and upsample_conv on, a ×2 nearest upsample whose only reader is a 3×3 conv
+//    (stride 1, padding 1, groups 1) folds into that conv: the pair is one transposed
+//    convolution (kernel 4, stride 2, padding 1) on the upsample's input, with weights derived
+//    from the conv's (PlanStep::from_upsample; upsample_conv.hpp). Pattern "upsample+conv...";
 //  - the step list (one per group or unfused node) with the param keys each step needs;
 //  - liveness: the step of each value's last reader, and what each step releases after it;
 //  - in-place reuse: a ReLU or add may overwrite an input (relu_, add_) only when that value
@@ -55,6 +59,10 @@ struct PlanStep {
   int64_t out_channels = 0;
   std::vector<int64_t> stride, padding, output_padding, kernel;
   int64_t groups = 1;
+  // conv_transpose: the step is a ×2 nearest upsample and the 3×3 conv reading it (weight_key,
+  // bn, relu, z: the conv's), run as one transposed convolution (kernel 4, stride 2, padding 1)
+  // on the upsample's input; weights from upsample_conv_weight (upsample_conv.hpp)
+  bool from_upsample = false;
   std::vector<double> scales;  // upsample
   std::vector<int64_t> pads;   // pad: replication pad, last axis first, (0, p) pairs
   // memory
@@ -79,6 +87,7 @@ struct PlanOptions {
   // ... only where the tile's bytes reach this per neighbour side: below it the boxes' fixed
   // cost (about eight to ten small kernels per side, counted in the code) exceeds the copy's (0: always).
   int64_t copy_free_min_bytes = int64_t{128} << 20;
+  bool upsample_conv = true;  // with fuse: fold a ×2 nearest upsample into its 3×3 conv (above)
 };
 
 struct Plan {
