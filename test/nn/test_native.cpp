@@ -564,15 +564,17 @@ TEST_CASE("native: narrow convolutions (few input or output channels) as pnp's k
         CHECK(rel_err(y, ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
       }
   // what it does not take: CPU, stride 2, groups 2, float64, 5 x 5, 5 -> 5 channels, NCHW
-  const at::Tensor x = rnd({1, 64, 8, 8}, 1).to(dev).contiguous(cl), w1 = rnd({1, 64, 3, 3}, 2).to(dev).contiguous(cl);
+  auto f32 = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
+  const at::Tensor x = f32(rnd({1, 64, 8, 8}, 1)), w1 = f32(rnd({1, 64, 3, 3}, 2));
   CHECK(native::narrow_conv_applies(x, w1, {1, 1}, {1, 1}, 1));
   CHECK_FALSE(native::narrow_conv_applies(x.cpu(), w1.cpu(), {1, 1}, {1, 1}, 1));
   CHECK_FALSE(native::narrow_conv_applies(x, w1, {2, 2}, {1, 1}, 1));
   CHECK_FALSE(native::narrow_conv_applies(x, w1, {1, 1}, {1, 1}, 2));
   CHECK_FALSE(native::narrow_conv_applies(x.to(at::kDouble), w1.to(at::kDouble), {1, 1}, {1, 1}, 1));
-  CHECK_FALSE(native::narrow_conv_applies(x, rnd({1, 64, 5, 5}, 3).to(dev).contiguous(cl), {1, 1}, {2, 2}, 1));
-  CHECK_FALSE(native::narrow_conv_applies(rnd({1, 5, 8, 8}, 4).to(dev).contiguous(cl),
-                                          rnd({5, 5, 3, 3}, 5).to(dev).contiguous(cl), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(x, f32(rnd({1, 64, 5, 5}, 3)), {1, 1}, {2, 2}, 1));
+  CHECK_FALSE(native::narrow_conv_applies(f32(rnd({1, 5, 8, 8}, 4)), f32(rnd({5, 5, 3, 3}, 5)), {1, 1}, {1, 1}, 1));
+  const at::Tensor zbad = f32(rnd({1, 1, 8, 7}, 6));  // a residual of another shape
+  CHECK_FALSE(native::narrow_conv_applies(x, w1, {1, 1}, {1, 1}, 1, &zbad));
   CHECK_FALSE(native::narrow_conv_applies(x.contiguous(), w1, {1, 1}, {1, 1}, 1));
   CHECK_THROWS_AS(native::narrow_conv(x, w1, nullptr, nullptr, false, {3, 3}), Error);  // padding >= kernel
 
@@ -599,7 +601,8 @@ TEST_CASE("native: narrow convolutions (few input or output channels) as pnp's k
       const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
       CHECK(rel_err(y, ref64) < tol);
       CHECK(rel_err(y, yc) < tol);
-      CHECK(y.abs().max().item<double>() > 0.1);  // content
+      CHECK(ref64.abs().max().item<double>() > 1e-3);  // content (random DRUNet outputs are small)
+      CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
       at::Tensor x2 = rnd(c.shape, 43);  // replayed in the CUDA graph
       CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
     }

@@ -7,11 +7,16 @@
 // contiguous run (coalesced), every input pixel is loaded (R + K - 1)(P + K - 1) / (R P) times
 // from the caches instead of K^2, and the weights come from shared memory as 16-byte pieces.
 //
-// Few inputs (C_in <= 4, a network's first convolution): one thread per output pixel and V
-// output channels, the K^2 C_in input values loaded per thread (the lanes of one pixel load the
-// same addresses), the weights from shared memory laid out [K][K][C_in][C_out] so neighbouring
-// lanes read neighbouring words, one 16-byte store per thread.
+// Few inputs (C_in <= 4, a network's first convolution): one thread per 4 neighbouring output
+// pixels of a row and V output channels, the (4 + K - 1) K C_in input values they read loaded
+// once per thread (the lanes of one tile load the same addresses), the weights from shared
+// memory laid out [K][K][C_in][C_out] so neighbouring lanes read neighbouring words, one 16-byte
+// store per pixel and thread.
 //
+// Both stage the weights once per block and stride over the work with at most 16 blocks per SM
+// (a first version with one short-lived block per 128 work items and the input window in
+// run-time loops was slower than cuDNN: DRUNet's 2 -> 64 head 13.4 ms against 2.6, H200,
+// docs/measurements/2026-12-02d).
 // Accumulation in float32 (FMA, not tensor cores) in both; epilogue + bias, + residual,
 // then ReLU, in float32, rounded once to the output type.
 #include "narrow_conv_kernels.hpp"
@@ -75,7 +80,9 @@ constexpr int kThreads = 128;
 
 // ---- few outputs ------------------------------------------------------------------------
 // Shared weights: [C_in / V pieces][CO][K][K][V] floats, so a lane's pieces for one tap are one
-// 16-byte read and the lanes of a group read neighbouring pieces.
+// 16-byte read and the lanes of a group read neighbouring pieces. The blocks stride over the
+// tiles (the weights are staged once per block); each input row of the tile's window is
+// unrolled, so which column taps a loaded pixel meets is known at compile time.
 template <typename T, int CO, int K, int R, int P>
 __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int lanes) {
   constexpr int V = Piece<T>::V;
@@ -87,91 +94,99 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
     ws[((((c / V) * CO + co) * K * K) + tap) * V + c % V] = to_f(w[i]);
   }
   __syncthreads();
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const T* __restrict__ b = static_cast<const T*>(a.b);
+  const T* __restrict__ z = static_cast<const T*>(a.z);
+  T* __restrict__ y = static_cast<T*>(a.y);
   const int tiles_w = (a.ow + P - 1) / P, tiles_h = (a.oh + R - 1) / R;
   const int64_t tiles = static_cast<int64_t>(a.n) * tiles_h * tiles_w;
-  const int64_t gid = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  const int lane = static_cast<int>(gid % lanes);
-  const int64_t tile = gid / lanes;
-  const bool valid = tile < tiles;  // every lane takes part in the shuffles below
-  const int tw = static_cast<int>(tile % tiles_w), th = static_cast<int>((tile / tiles_w) % tiles_h);
-  const int n = static_cast<int>(tile / (static_cast<int64_t>(tiles_w) * tiles_h));
-  const int oh0 = th * R, ow0 = tw * P;
-  float acc[R][P][CO];
+  const int per_block = kThreads / lanes, lane = threadIdx.x % lanes;
+  // block-uniform loop: every lane of a warp takes part in every shuffle
+  for (int64_t t0 = static_cast<int64_t>(blockIdx.x) * per_block; t0 < tiles;
+       t0 += static_cast<int64_t>(gridDim.x) * per_block) {
+    const int64_t tile = t0 + threadIdx.x / lanes;
+    const bool valid = tile < tiles;
+    const int tw = static_cast<int>(tile % tiles_w), th = static_cast<int>((tile / tiles_w) % tiles_h);
+    const int n = static_cast<int>(tile / (static_cast<int64_t>(tiles_w) * tiles_h));
+    const int oh0 = th * R, ow0 = tw * P;
+    float acc[R][P][CO];
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int p = 0; p < P; ++p)
+      for (int p = 0; p < P; ++p)
 #pragma unroll
-      for (int co = 0; co < CO; ++co) acc[r][p][co] = 0.f;
-  const T* __restrict__ x = static_cast<const T*>(a.x);
-  if (valid)
-    for (int ir = 0; ir < R + K - 1; ++ir) {
-      const int ih = oh0 - a.pad_h + ir;
-      if (ih < 0 || ih >= a.h) continue;
-      for (int j = 0; j < P + K - 1; ++j) {
-        const int iw = ow0 - a.pad_w + j;
-        if (iw < 0 || iw >= a.w_in) continue;
-        const T* px = x + ((static_cast<int64_t>(n) * a.h + ih) * a.w_in + iw) * a.ci;
-        for (int pc = lane; pc < pieces; pc += lanes) {
-          float f[V];
-          Piece<T>::load(px + pc * V, f);
-          const float* wp = ws + pc * CO * K * K * V;
+        for (int co = 0; co < CO; ++co) acc[r][p][co] = 0.f;
+    if (valid)
+      for (int pc = lane; pc < pieces; pc += lanes) {
+        const float* wp = ws + pc * CO * K * K * V;
+#pragma unroll 1  // (unrolled, the compiler hoists every row's loads: 255 registers and spills)
+        for (int ir = 0; ir < R + K - 1; ++ir) {
+          const int ih = oh0 - a.pad_h + ir;
+          if (ih < 0 || ih >= a.h) continue;
+          const T* row = x + (static_cast<int64_t>(n) * a.h + ih) * a.w_in * a.ci + pc * V;
 #pragma unroll
-          for (int r = 0; r < R; ++r) {
-            const int kr = ir - r;
-            if (kr < 0 || kr >= K) continue;
+          for (int j = 0; j < P + K - 1; ++j) {
+            const int iw = ow0 - a.pad_w + j;
+            if (iw < 0 || iw >= a.w_in) continue;
+            float f[V];
+            Piece<T>::load(row + static_cast<int64_t>(iw) * a.ci, f);
 #pragma unroll
-            for (int p = 0; p < P; ++p) {
-              const int ks = j - p;
-              if (ks < 0 || ks >= K) continue;
+            for (int r = 0; r < R; ++r) {
+              const int kr = ir - r;
+              if (kr < 0 || kr >= K) continue;
 #pragma unroll
-              for (int co = 0; co < CO; ++co) {
-                const float* wv = wp + ((co * K + kr) * K + ks) * V;
-                float s = acc[r][p][co];
+              for (int p = 0; p < P; ++p) {
+                const int ks = j - p;
+                if (ks < 0 || ks >= K) continue;
 #pragma unroll
-                for (int v = 0; v < V; ++v) s = fmaf(f[v], wv[v], s);
-                acc[r][p][co] = s;
+                for (int co = 0; co < CO; ++co) {
+                  const float* wv = wp + ((co * K + kr) * K + ks) * V;
+                  float s = acc[r][p][co];
+#pragma unroll
+                  for (int v = 0; v < V; ++v) s = fmaf(f[v], wv[v], s);
+                  acc[r][p][co] = s;
+                }
               }
             }
           }
         }
       }
-    }
-  // the group's sum (lanes is a power of two: the xor partners stay inside the group)
+    // the group's sum (lanes is a power of two: the xor partners stay inside the group)
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int p = 0; p < P; ++p)
+      for (int p = 0; p < P; ++p)
 #pragma unroll
-      for (int co = 0; co < CO; ++co)
-        for (int off = lanes / 2; off > 0; off /= 2) acc[r][p][co] += __shfl_xor_sync(0xffffffffu, acc[r][p][co], off);
-  if (!valid) return;
-  const T* __restrict__ b = static_cast<const T*>(a.b);
-  const T* __restrict__ z = static_cast<const T*>(a.z);
-  T* __restrict__ y = static_cast<T*>(a.y);
-  // the tile's outputs shared out over the lanes: output (r, p, co) by lane (p CO + co) % lanes
+        for (int co = 0; co < CO; ++co)
+          for (int off = lanes / 2; off > 0; off /= 2)
+            acc[r][p][co] += __shfl_xor_sync(0xffffffffu, acc[r][p][co], off);
+    if (!valid) continue;
+    // the tile's outputs shared out over the lanes: output (r, p, co) by lane (p CO + co) % lanes
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const int oh = oh0 + r;
+    for (int r = 0; r < R; ++r) {
+      const int oh = oh0 + r;
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const int ow = ow0 + p;
+      for (int p = 0; p < P; ++p) {
+        const int ow = ow0 + p;
 #pragma unroll
-      for (int co = 0; co < CO; ++co) {
-        if ((p * CO + co) % lanes != lane || oh >= a.oh || ow >= a.ow) continue;
-        const int64_t o = ((static_cast<int64_t>(n) * a.oh + oh) * a.ow + ow) * CO + co;
-        float v = acc[r][p][co];
-        if (b) v += to_f(b[co]);
-        if (z) v += to_f(z[o]);
-        if (a.relu) v = fmaxf(v, 0.f);
-        y[o] = from_f<T>(v);
+        for (int co = 0; co < CO; ++co) {
+          if ((p * CO + co) % lanes != lane || oh >= a.oh || ow >= a.ow) continue;
+          const int64_t o = ((static_cast<int64_t>(n) * a.oh + oh) * a.ow + ow) * CO + co;
+          float v = acc[r][p][co];
+          if (b) v += to_f(b[co]);
+          if (z) v += to_f(z[o]);
+          if (a.relu) v = fmaxf(v, 0.f);
+          y[o] = from_f<T>(v);
+        }
       }
     }
   }
 }
 
 // ---- few inputs -------------------------------------------------------------------------
-template <typename T, int CI, int K>
+// One thread: P neighbouring output pixels of one row, V output channels; the (P + K - 1) K
+// input pixels they read are loaded once (the lanes of one tile load the same addresses).
+template <typename T, int CI, int K, int P>
 __global__ void __launch_bounds__(kThreads) few_in_kernel(NarrowConvArgs a) {
   constexpr int V = Piece<T>::V;
   extern __shared__ float ws[];  // [K][K][CI][C_out]
@@ -181,59 +196,79 @@ __global__ void __launch_bounds__(kThreads) few_in_kernel(NarrowConvArgs a) {
     ws[(tap * CI + ci) * a.co + co] = to_f(w[i]);
   }
   __syncthreads();
-  const int groups = a.co / V;
-  const int64_t gid = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-  const int64_t pix = gid / groups;
-  if (pix >= static_cast<int64_t>(a.n) * a.oh * a.ow) return;
-  const int g = static_cast<int>(gid % groups);
-  const int ow = static_cast<int>(pix % a.ow), oh = static_cast<int>((pix / a.ow) % a.oh);
-  const int n = static_cast<int>(pix / (static_cast<int64_t>(a.ow) * a.oh));
   const T* __restrict__ x = static_cast<const T*>(a.x);
-  float acc[V];
+  const int groups = a.co / V, tiles_w = (a.ow + P - 1) / P;
+  const int64_t items = static_cast<int64_t>(a.n) * a.oh * tiles_w * groups;
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; item < items;
+       item += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int g = static_cast<int>(item % groups);
+    const int64_t tile = item / groups;
+    const int tw = static_cast<int>(tile % tiles_w), oh = static_cast<int>((tile / tiles_w) % a.oh);
+    const int n = static_cast<int>(tile / (static_cast<int64_t>(tiles_w) * a.oh));
+    const int ow0 = tw * P;
+    float acc[P][V];
 #pragma unroll
-  for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    for (int p = 0; p < P; ++p)
 #pragma unroll
-  for (int kr = 0; kr < K; ++kr) {
-    const int ih = oh - a.pad_h + kr;
-    if (ih < 0 || ih >= a.h) continue;
+      for (int v = 0; v < V; ++v) acc[p][v] = 0.f;
 #pragma unroll
-    for (int ks = 0; ks < K; ++ks) {
-      const int iw = ow - a.pad_w + ks;
-      if (iw < 0 || iw >= a.w_in) continue;
-      const T* px = x + ((static_cast<int64_t>(n) * a.h + ih) * a.w_in + iw) * CI;
+    for (int kr = 0; kr < K; ++kr) {
+      const int ih = oh - a.pad_h + kr;
+      if (ih < 0 || ih >= a.h) continue;
+      const T* row = x + (static_cast<int64_t>(n) * a.h + ih) * a.w_in * CI;
 #pragma unroll
-      for (int ci = 0; ci < CI; ++ci) {
-        const float xv = to_f(px[ci]);
-        const float* wv = ws + ((kr * K + ks) * CI + ci) * a.co + g * V;
+      for (int j = 0; j < P + K - 1; ++j) {
+        const int iw = ow0 - a.pad_w + j;
+        if (iw < 0 || iw >= a.w_in) continue;
 #pragma unroll
-        for (int v = 0; v < V; ++v) acc[v] = fmaf(xv, wv[v], acc[v]);
+        for (int ci = 0; ci < CI; ++ci) {
+          const float xv = to_f(row[static_cast<int64_t>(iw) * CI + ci]);
+#pragma unroll
+          for (int p = 0; p < P; ++p) {
+            const int ks = j - p;
+            if (ks < 0 || ks >= K) continue;
+            const float* wv = ws + ((kr * K + ks) * CI + ci) * a.co + g * V;
+#pragma unroll
+            for (int v = 0; v < V; ++v) acc[p][v] = fmaf(xv, wv[v], acc[p][v]);
+          }
+        }
       }
     }
-  }
-  const int64_t o = pix * a.co + g * V;
-  if (a.b) {
-    float bv[V];
-    Piece<T>::load(static_cast<const T*>(a.b) + g * V, bv);
+    float bv[V] = {};
+    if (a.b) Piece<T>::load(static_cast<const T*>(a.b) + g * V, bv);
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] += bv[v];
-  }
-  if (a.z) {
-    float zv[V];
-    Piece<T>::load(static_cast<const T*>(a.z) + o, zv);
+    for (int p = 0; p < P; ++p) {
+      if (ow0 + p >= a.ow) break;
+      const int64_t o = ((static_cast<int64_t>(n) * a.oh + oh) * a.ow + ow0 + p) * a.co + g * V;
+      float zv[V] = {};
+      if (a.z) Piece<T>::load(static_cast<const T*>(a.z) + o, zv);
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] += zv[v];
+      for (int v = 0; v < V; ++v) {
+        acc[p][v] += bv[v] + zv[v];
+        if (a.relu) acc[p][v] = fmaxf(acc[p][v], 0.f);
+      }
+      Piece<T>::store(static_cast<T*>(a.y) + o, acc[p]);
+    }
   }
-  if (a.relu)
-#pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = fmaxf(acc[v], 0.f);
-  Piece<T>::store(static_cast<T*>(a.y) + o, acc);
+}
+
+// Blocks for `threads` threads of work, at most 16 per SM (the kernels stride over the rest).
+int64_t grid_for(int64_t threads) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      n = 132;
+    return n;
+  }();
+  const int64_t blocks = (threads + kThreads - 1) / kThreads;
+  return blocks < int64_t{16} * sms ? blocks : int64_t{16} * sms;
 }
 
 template <typename F, typename... A>
 bool launch(F kernel, int64_t threads, int smem_bytes, void* stream, A... args) {
   if (threads <= 0) return true;
-  const int64_t blocks = (threads + kThreads - 1) / kThreads;
-  if (blocks > 0x7fffffff || smem_bytes > 48 * 1024) return false;
+  const int64_t blocks = grid_for(threads);
+  if (smem_bytes > 48 * 1024) return false;
   kernel<<<static_cast<unsigned>(blocks), kThreads, smem_bytes, static_cast<cudaStream_t>(stream)>>>(args...);
   return cudaPeekAtLastError() == cudaSuccess;
 }
@@ -257,8 +292,10 @@ bool few_out(const NarrowConvArgs& a, void* stream) {
 template <typename T, int CI, int K>
 bool few_in(const NarrowConvArgs& a, void* stream) {
   constexpr int V = Piece<T>::V;
+  constexpr int P = K == 1 ? 1 : 4;
   const int smem = a.co * K * K * CI * static_cast<int>(sizeof(float));
-  return launch(few_in_kernel<T, CI, K>, static_cast<int64_t>(a.n) * a.oh * a.ow * (a.co / V), smem, stream, a);
+  return launch(few_in_kernel<T, CI, K, P>, static_cast<int64_t>(a.n) * a.oh * ((a.ow + P - 1) / P) * (a.co / V), smem,
+                stream, a);
 }
 
 template <typename T, int K>
