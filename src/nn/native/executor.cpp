@@ -57,7 +57,7 @@ struct Bound {
   // residual add without a ReLU (cudnn_epilogues), any convolution (cudnn_graph_convs);
   // epilogue_used: it did in the warm-up (chosen by timing, or forced)
   bool epilogue = false, epilogue_used = false;
-  // A convolution with few input or output channels may run as pnp's own kernel (narrow_conv.hpp;
+  // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up
   bool narrow = false, narrow_used = false;
 };
@@ -898,7 +898,7 @@ class NativeImpl final : public NativeExecutor {
     notes_.push_back("CUDA: " + std::to_string(fused) + " convolutions run as cuDNN fused ops");
     if (narrow > 0)
       notes_.push_back("CUDA: " + std::to_string(narrow) +
-                       " convolutions with few input or output channels run as pnp's narrow kernels (narrow_conv.hpp)");
+                       " convolution(s) with one output channel run as pnp's narrow kernel (narrow_conv.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE
     if (adds > 0)
       notes_.push_back("CUDA: " + std::to_string(adds_used) + " of " + std::to_string(adds) +

@@ -1,24 +1,19 @@
-// Direct 2D convolutions with few input or few output channels, NHWC (narrow_conv.hpp).
+// Direct 2D convolutions with one output channel, NHWC (narrow_conv.hpp).
 //
-// Few outputs (C_out <= 4, a network's last convolution): a group of L lanes (L = C_in / V
-// pieces of V channels, V = 16 bytes of elements, up to 32 lanes; more channels loop) computes an
-// R x P tile of output pixels, each lane over its own channel pieces; the lanes' partial sums
-// are added by warp shuffles at the end. So a warp's loads of one input pixel are one
-// contiguous run (coalesced), every input pixel is loaded (R + K - 1)(P + K - 1) / (R P) times
-// from the caches instead of K^2, and the weights come from shared memory as 16-byte pieces.
+// A group of L lanes (L = C_in / V pieces of V channels, V = 16 bytes of elements, up to 32
+// lanes; more channels loop) computes an R x P tile of output pixels, each lane over its own
+// channel pieces; the lanes' partial sums are added by warp shuffles at the end. So a warp's
+// loads of one input pixel are one contiguous run (coalesced), every input pixel is loaded
+// (R + K - 1)(P + K - 1) / (R P) times from the caches instead of K^2, and the weights come from
+// shared memory as 16-byte pieces, staged once per block; the blocks stride over the tiles
+// (at most 16 per SM). Accumulation in float32 (FMA, not tensor cores); epilogue + bias,
+// + residual, then ReLU, in float32, rounded once to the output type.
 //
-// Few inputs (C_in <= 4, a network's first convolution): one thread per 4 neighbouring output
-// pixels of a row and V output channels, the (4 + K - 1) K C_in input values they read loaded
-// once per thread (the lanes of one tile load the same addresses), the weights from shared
-// memory laid out [K][K][C_in][C_out] so neighbouring lanes read neighbouring words, one 16-byte
-// store per pixel and thread.
-//
-// Both stage the weights once per block and stride over the work with at most 16 blocks per SM
-// (a first version with one short-lived block per 128 work items and the input window in
-// run-time loops was slower than cuDNN: DRUNet's 2 -> 64 head 13.4 ms against 2.6, H200,
-// docs/measurements/2026-12-02d).
-// Accumulation in float32 (FMA, not tensor cores) in both; epilogue + bias, + residual,
-// then ReLU, in float32, rounded once to the output type.
+// The kernel is written for C_out <= 4, but only C_out = 1 is dispatched: on an H200
+// (docs/measurements/2026-12-02d) it beat cuDNN there (DRUNet 1 ch 4096²'s 64 -> 1 tail: 3.81
+// ms against 6.47 ms plus a 0.96 ms NHWC -> NCHW conversion), and lost with 3 outputs (DnCNN 3
+// ch 2048²'s tail, 2.01 ms); a kernel for few inputs (the 2 or 3 -> 64 heads) lost to cuDNN
+// everywhere (DRUNet 5.93 against 2.64 ms) and was removed.
 #include "narrow_conv_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -183,75 +178,6 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
   }
 }
 
-// ---- few inputs -------------------------------------------------------------------------
-// One thread: P neighbouring output pixels of one row, V output channels; the (P + K - 1) K
-// input pixels they read are loaded once (the lanes of one tile load the same addresses).
-template <typename T, int CI, int K, int P>
-__global__ void __launch_bounds__(kThreads) few_in_kernel(NarrowConvArgs a) {
-  constexpr int V = Piece<T>::V;
-  extern __shared__ float ws[];  // [K][K][CI][C_out]
-  const T* __restrict__ w = static_cast<const T*>(a.w);
-  for (int i = threadIdx.x; i < a.co * K * K * CI; i += kThreads) {  // w is [C_out][K][K][CI]
-    const int ci = i % CI, tap = (i / CI) % (K * K), co = i / (CI * K * K);
-    ws[(tap * CI + ci) * a.co + co] = to_f(w[i]);
-  }
-  __syncthreads();
-  const T* __restrict__ x = static_cast<const T*>(a.x);
-  const int groups = a.co / V, tiles_w = (a.ow + P - 1) / P;
-  const int64_t items = static_cast<int64_t>(a.n) * a.oh * tiles_w * groups;
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; item < items;
-       item += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int g = static_cast<int>(item % groups);
-    const int64_t tile = item / groups;
-    const int tw = static_cast<int>(tile % tiles_w), oh = static_cast<int>((tile / tiles_w) % a.oh);
-    const int n = static_cast<int>(tile / (static_cast<int64_t>(tiles_w) * a.oh));
-    const int ow0 = tw * P;
-    float acc[P][V];
-#pragma unroll
-    for (int p = 0; p < P; ++p)
-#pragma unroll
-      for (int v = 0; v < V; ++v) acc[p][v] = 0.f;
-#pragma unroll
-    for (int kr = 0; kr < K; ++kr) {
-      const int ih = oh - a.pad_h + kr;
-      if (ih < 0 || ih >= a.h) continue;
-      const T* row = x + (static_cast<int64_t>(n) * a.h + ih) * a.w_in * CI;
-#pragma unroll
-      for (int j = 0; j < P + K - 1; ++j) {
-        const int iw = ow0 - a.pad_w + j;
-        if (iw < 0 || iw >= a.w_in) continue;
-#pragma unroll
-        for (int ci = 0; ci < CI; ++ci) {
-          const float xv = to_f(row[static_cast<int64_t>(iw) * CI + ci]);
-#pragma unroll
-          for (int p = 0; p < P; ++p) {
-            const int ks = j - p;
-            if (ks < 0 || ks >= K) continue;
-            const float* wv = ws + ((kr * K + ks) * CI + ci) * a.co + g * V;
-#pragma unroll
-            for (int v = 0; v < V; ++v) acc[p][v] = fmaf(xv, wv[v], acc[p][v]);
-          }
-        }
-      }
-    }
-    float bv[V] = {};
-    if (a.b) Piece<T>::load(static_cast<const T*>(a.b) + g * V, bv);
-#pragma unroll
-    for (int p = 0; p < P; ++p) {
-      if (ow0 + p >= a.ow) break;
-      const int64_t o = ((static_cast<int64_t>(n) * a.oh + oh) * a.ow + ow0 + p) * a.co + g * V;
-      float zv[V] = {};
-      if (a.z) Piece<T>::load(static_cast<const T*>(a.z) + o, zv);
-#pragma unroll
-      for (int v = 0; v < V; ++v) {
-        acc[p][v] += bv[v] + zv[v];
-        if (a.relu) acc[p][v] = fmaxf(acc[p][v], 0.f);
-      }
-      Piece<T>::store(static_cast<T*>(a.y) + o, acc[p]);
-    }
-  }
-}
-
 // Blocks for `threads` threads of work, at most 16 per SM (the kernels stride over the rest).
 int64_t grid_for(int64_t threads) {
   static const int sms = [] {
@@ -289,34 +215,10 @@ bool few_out(const NarrowConvArgs& a, void* stream) {
   }
 }
 
-template <typename T, int CI, int K>
-bool few_in(const NarrowConvArgs& a, void* stream) {
-  constexpr int V = Piece<T>::V;
-  constexpr int P = K == 1 ? 1 : 4;
-  const int smem = a.co * K * K * CI * static_cast<int>(sizeof(float));
-  return launch(few_in_kernel<T, CI, K, P>, static_cast<int64_t>(a.n) * a.oh * ((a.ow + P - 1) / P) * (a.co / V), smem,
-                stream, a);
-}
-
 template <typename T, int K>
 bool dispatch_k(const NarrowConvArgs& a, void* stream) {
   constexpr int V = Piece<T>::V;
-  if (a.co <= 4 && a.ci % V == 0) {
-    switch (a.co) {
-      case 1: return few_out<T, 1, K>(a, stream);
-      case 2: return few_out<T, 2, K>(a, stream);
-      case 3: return few_out<T, 3, K>(a, stream);
-      case 4: return few_out<T, 4, K>(a, stream);
-    }
-  }
-  if (a.ci <= 4 && a.co % V == 0) {
-    switch (a.ci) {
-      case 1: return few_in<T, 1, K>(a, stream);
-      case 2: return few_in<T, 2, K>(a, stream);
-      case 3: return few_in<T, 3, K>(a, stream);
-      case 4: return few_in<T, 4, K>(a, stream);
-    }
-  }
+  if (a.co == 1 && a.ci % V == 0) return few_out<T, 1, K>(a, stream);
   return false;
 }
 
@@ -332,9 +234,7 @@ bool dispatch(const NarrowConvArgs& a, void* stream) {
 bool narrow_conv_supported(int ci, int co, int k, bool bf16) {
   const int v = bf16 ? 8 : 4;
   if (k != 1 && k != 3) return false;
-  const int64_t smem = static_cast<int64_t>(ci) * co * k * k * 4;
-  if (smem > 48 * 1024) return false;
-  return (co >= 1 && co <= 4 && ci % v == 0) || (ci >= 1 && ci <= 4 && co % v == 0);
+  return co == 1 && ci >= v && ci % v == 0 && static_cast<int64_t>(ci) * k * k * 4 <= 48 * 1024;
 }
 
 bool launch_narrow_conv(const NarrowConvArgs& a, void* stream) {

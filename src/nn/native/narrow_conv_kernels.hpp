@@ -1,4 +1,4 @@
-// The raw launchers of the narrow convolutions (narrow_conv_kernels.cu; the tensor interface is
+// The raw launcher of the narrow convolution (narrow_conv_kernels.cu; the tensor interface is
 // narrow_conv.hpp). Plain types only, so this compiles without ATen in nvcc.
 #pragma once
 
@@ -21,8 +21,8 @@ struct NarrowConvArgs {
   bool relu = false, bf16 = false;
 };
 
-// Whether a kernel exists: K 1 or 3, the weights in 48 KiB of float32, and C_out <= 4 with
-// C_in a multiple of 16 bytes of elements, or C_in <= 4 with C_out such a multiple.
+// Whether a kernel exists: K 1 or 3, C_out = 1, C_in a multiple of 16 bytes of elements, the
+// weights in 48 KiB of float32.
 bool narrow_conv_supported(int ci, int co, int k, bool bf16);
 
 // Launches it on the CUDA stream; false when there is none for these arguments or the
