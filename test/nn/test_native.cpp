@@ -221,24 +221,7 @@ TEST_CASE("native: a ×2 nearest upsample and its 3×3 conv as one transposed co
     CHECK(y.abs().max().item<double>() > 0.1);  // content, not zeros on both sides
     // float32 weights come back in float32, derived in float64
     CHECK((native::upsample_conv_weight(w.to(at::kFloat)).scalar_type() == at::kFloat));
-    if (dim != 2) continue;
-    // 2D: the four parity convolutions (2x2, padding 1 - a before and a after) are the output's
-    // parity slices
-    for (int a = 0; a < 2; ++a)
-      for (int bb = 0; bb < 2; ++bb) {
-        CAPTURE(a);
-        CAPTURE(bb);
-        const at::Tensor wp = native::upsample_conv_parity_weight(t, a, bb);
-        CHECK(wp.sizes().vec() == std::vector<int64_t>{5, 3, 2, 2});
-        const at::Tensor xp = at::constant_pad_nd(x, {1 - bb, bb, 1 - a, a});
-        const at::Tensor yp = at::conv2d(xp, wp, b);
-        const at::Tensor slice = ref.slice(2, a, c10::nullopt, 2).slice(3, bb, c10::nullopt, 2);
-        CHECK(yp.sizes() == slice.sizes());
-        CHECK(rel_err(yp, slice) < 1e-13);
-      }
   }
-  CHECK_THROWS_AS(native::upsample_conv_parity_weight(rnd({2, 2, 3, 3}, 1), 0, 0), Error);
-  CHECK_THROWS_AS(native::upsample_conv_parity_weight(rnd({2, 2, 4, 4}, 1), 2, 0), Error);
   CHECK_THROWS_AS(native::upsample_conv_weight(rnd({2, 2, 5, 5}, 1)), Error);
 }
 
@@ -625,49 +608,5 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
       at::Tensor x2 = rnd(c.shape, 43);  // replayed in the CUDA graph
       CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
     }
-}
-
-TEST_CASE("native: the folded upsample as four parity graphs (CUDA), against float64 and the transposed convolution") {
-  if (!at::hasCUDA() || !native_has_cudnn_epilogues()) {
-    MESSAGE("no CUDA device or no cuDNN frontend: skipped");
-    return;
-  }
-  const at::Device dev(at::kCUDA, 0);
-  // UNet with 8 / 16 channels (the parity views 16-byte aligned), 3 scales: two up steps
-  const Case c{"unet", 2, 3, {8, 16, 16}, -1, {1, 3, 20, 24}, {}};
-  const auto [g, w, x, ref64] = prepare(c, 51, 0.1);
-  for (auto dtype : {at::kFloat, at::kBFloat16}) {
-    CAPTURE(c10::toString(dtype));
-    const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
-    auto nat = make_native(g, w, dev, dtype, c.shape);
-    const std::string notes = notes_of(*nat);
-    MESSAGE("parity graphs, " << std::string(c10::toString(dtype)) << ": " << notes);
-    CHECK(notes.find("CUDA: 2 of 2 folded upsample + convolution steps run as four cuDNN graphs") != std::string::npos);
-    NativeOptions off;
-    off.upsample_parity_graphs = false;
-    auto transposed = make_native(g, w, dev, dtype, c.shape, off);
-    CHECK(notes_of(*transposed).find("parity") == std::string::npos);
-    const at::Tensor y = nat->forward(x, 0.1), yt = transposed->forward(x, 0.1);
-    CHECK(ref64.abs().max().item<double>() > 1e-3);
-    CHECK(rel_err(y, ref64) < tol);
-    CHECK(rel_err(y, yt) < tol);
-    at::Tensor x2 = rnd(c.shape, 53);  // replayed in the CUDA graph
-    const at::Tensor ref2 = make_eager(g, w, at::kCPU, at::kDouble)->forward(x2, 0.2);
-    CHECK(rel_err(nat->forward(x2.to(dev), 0.2), ref2) < tol);
-    // the plan cache: stored, then compiled from the network's list (its parity layouts with it)
-    const fs::path dir = fs::temp_directory_path() / ("pnp_parity_plan_cache_" + std::to_string(::getpid()));
-    test::remove_tree(dir);
-    NativeOptions oc;
-    oc.plan_cache_dir = (dir / "native").string();
-    auto first = make_native(g, w, dev, dtype, c.shape, oc);
-    auto listed = make_native(g, w, dev, dtype, c.shape, oc);
-    const std::string listed_notes = notes_of(*listed);
-    MESSAGE("  from the network's list: " << listed_notes);
-    CHECK(listed_notes.find("compiled from the plan cache") != std::string::npos);
-    CHECK(listed_notes.find("CUDA: 2 of 2 folded upsample") != std::string::npos);
-    CHECK(rel_err(listed->forward(x2.to(dev), 0.2), first->forward(x2.to(dev), 0.2)) < (dtype == at::kFloat ? 1e-6 : 1e-3));
-    CHECK(rel_err(listed->forward(x2.to(dev), 0.2), ref2) < tol);
-    test::remove_tree(dir);
-  }
 }
 #endif

@@ -137,13 +137,6 @@ struct NativeOptions {
   // multiply-adds per input pixel and channel pair in 2D instead of 36. Off: the upsample is a
   // step of its own (a broadcast copy) and the convolution reads its output.
   bool upsample_conv = true;
-  // With it, CUDA, 2D, and every convolution a graph candidate (cudnn_graph_convs): the folded
-  // pair runs as four cuDNN graphs instead, one per output parity, each a 2x2 convolution of the
-  // input with its own padding and the bias and ReLU in its epilogue, writing into the parity's
-  // strided view of the output (upsample_conv.hpp); where cuDNN has no plan for one of them,
-  // the transposed convolution. Off: the transposed convolution (cuDNN's dgrad kernels, which
-  // ran at 95-100 TFLOP/s for UNet 3 ch 2048², H200), then relu_.
-  bool upsample_parity_graphs = true;
   // CUDA, 2D, float32 and bf16, channels-last: a convolution with one output channel (a gray
   // network's last, 1x1 or 3x3, stride 1) runs as pnp's own direct kernel
   // (src/nn/native/narrow_conv.hpp) instead of cuDNN's, whose implicit-GEMM tile is mostly

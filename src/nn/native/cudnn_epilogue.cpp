@@ -158,8 +158,7 @@ class Impl final : public EpilogueConv {
     TensorPtr cur = g_.conv_fprop(X, W,
                                   fe::graph::Conv_fprop_attributes()
                                       .set_name("conv")
-                                      .set_pre_padding(s.padding)
-                                      .set_post_padding(s.post_padding.empty() ? s.padding : s.post_padding)
+                                      .set_padding(s.padding)
                                       .set_stride(s.stride)
                                       .set_dilation(dilation)
                                       .set_compute_data_type(fe::DataType_t::FLOAT));

@@ -24,7 +24,6 @@ namespace pnp::nn::native {
 struct EpilogueSpec {
   at::Tensor x, w, z, b, y;  // z may be undefined (no residual add), b too (no bias)
   std::vector<int64_t> stride, padding;
-  std::vector<int64_t> post_padding;  // padding after the image, where it differs (empty: padding)
   bool relu = false;
   bool tf32 = true;    // float32 I/O: tensor-core (TF32) engines allowed
   int candidates = 1;  // time the first plans of cuDNN's heuristic order on these tensors, keep the fastest

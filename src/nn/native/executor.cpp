@@ -25,7 +25,6 @@
 #include <limits>
 #include <map>
 #include <chrono>
-#include <array>
 #include <optional>
 
 #ifdef PNP_HAVE_CUDA
@@ -61,10 +60,6 @@ struct Bound {
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up
   bool narrow = false, narrow_used = false;
-  // A folded upsample + conv (PlanStep::from_upsample) may run as four cuDNN graphs, one per
-  // output parity (NativeOptions::upsample_parity_graphs): their weights; parity_used: it did
-  std::array<at::Tensor, 4> parity_w;
-  bool parity = false, parity_used = false;
 };
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
@@ -219,14 +214,6 @@ class NativeImpl final : public NativeExecutor {
         folded(W, B);
         t.w = to_dev(s.from_upsample ? native::upsample_conv_weight(W) : W, true);
         if (B.defined()) t.b = to_dev(B, false);
-        t.has_bias = t.b.defined();
-        t.parity = s.from_upsample && opt_.upsample_parity_graphs && cuda_fused && cl_ && g_.dim == 2 && s.z < 0 &&
-                   opt_.cudnn_epilogues && opt_.cudnn_graph_convs && (opt_.autotune || opt_.cudnn_epilogues_forced) &&
-                   native_has_cudnn_epilogues();
-        if (t.parity) {
-          const at::Tensor T = native::upsample_conv_weight(W);  // float64, on the host
-          for (int p = 0; p < 4; ++p) t.parity_w[static_cast<size_t>(p)] = to_dev(native::upsample_conv_parity_weight(T, p / 2, p % 2), true);
-        }
       } else if (s.kind == StepKind::batch_norm) {
         t.w = to_dev(param(s.bn_keys.weight), false);
         t.b = to_dev(param(s.bn_keys.bias), false);
@@ -356,110 +343,6 @@ class NativeImpl final : public NativeExecutor {
     e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
     t.epilogue_used = t.epilogue_used || validating_ || from_cache_capture_;
     return y;
-  }
-
-  // A folded ×2 upsample + 3×3 conv (+ bias) (+ ReLU) as four cuDNN graphs, one per output
-  // parity (upsample_conv.hpp): each a 2x2 convolution of the low-resolution input with its own
-  // padding, its bias and ReLU in the epilogue, writing straight into the parity's strided view
-  // of y. Against the transposed convolution they replace (cuDNN's dgrad kernels, then relu_)
-  // they are not timed: each layout's plan is the fastest of cuDNN's first three (the four
-  // layouts' candidates built in parallel), and where any of the four has no plan (or a view is
-  // not 16-byte aligned) the step runs as the transposed convolution (false; nothing written).
-  // In the plan cache, and in the network's list, like the other graphs.
-  bool parity_conv(const PlanStep& s, Bound& t, const at::Tensor& x, at::Tensor& y) {
-    if (reinterpret_cast<uintptr_t>(x.data_ptr()) % 16 != 0) return false;
-    std::array<at::Tensor, 4> views;
-    std::array<std::string, 4> keys;
-    std::array<native::EpilogueSpec, 4> specs;
-    std::array<std::future<std::vector<native::EpilogueCandidate>>, 4> pending;
-    for (size_t p = 0; p < 4; ++p) {
-      const int a = static_cast<int>(p) / 2, b = static_cast<int>(p) % 2;
-      const at::Tensor& w = t.parity_w[p];
-      at::Tensor& v = views[p];
-      v = y.as_strided({y.size(0), y.size(1), y.size(2) / 2, y.size(3) / 2},
-                       {y.stride(0), y.stride(1), 2 * y.stride(2), 2 * y.stride(3)},
-                       y.storage_offset() + a * y.stride(2) + b * y.stride(3));
-      if (reinterpret_cast<uintptr_t>(v.data_ptr()) % 16 != 0) return false;
-      const std::vector<int64_t> pre{1 - a, 1 - b}, post{a, b};
-      std::string& key = keys[p];
-      key = std::string("parity ") + (graph_bias(t) ? "bias " : "") + (s.relu ? "relu " : "");
-      for (const at::Tensor* e : std::initializer_list<const at::Tensor*>{&x, &w, &v})
-        key += shape_string(e->sizes().vec()) + shape_string(e->strides().vec());
-      key += " pre" + shape_string(pre) + " post" + shape_string(post);
-      if (epilogues_.count(key)) continue;
-      if (from_cache_capture_) throw Error("a convolution layout the plan cache's list of this network lacks: " + key);
-      if (!validating_) return false;
-      native::EpilogueSpec& spec = specs[p];
-      spec.x = x, spec.w = w, spec.y = v;
-      if (graph_bias(t)) spec.b = t.b;
-      spec.relu = s.relu;
-      spec.stride = {1, 1}, spec.padding = pre, spec.post_padding = post;
-      spec.tf32 = at::globalContext().allowTF32CuDNN();
-      spec.candidates = opt_.cudnn_epilogues_forced ? 1 : 3;
-      native::PlanCache& cache = plan_cache();
-      Epilogue e;
-      if (std::optional<native::PlanChoice> c = cache.enabled() ? cache.load(key) : std::nullopt) {
-        try {
-          e = from_cache(*c, spec, x);
-          ++cache_loaded_;
-          e.shape = shape_string(v.sizes().vec()) + " parity " + std::to_string(a) + std::to_string(b);
-          epilogues_.emplace(key, std::move(e));
-          continue;
-        } catch (const std::exception& ex) {
-          const std::string msg = ex.what();
-          cache_notes_.push_back(cache.path(key) + ": its plan was not taken (" + msg.substr(0, msg.find('\n')) +
-                                 "), chosen again");
-        }
-      }
-      pending[p] = native::build_epilogue_candidates(spec, device_.index());  // the four built at once
-    }
-    // the new layouts: the fastest of each one's candidates, timed on its view (not against the
-    // transposed convolution: see above)
-    for (size_t p = 0; p < 4; ++p) {
-      if (!pending[p].valid()) continue;
-      Epilogue e;
-      e.shape = shape_string(views[p].sizes().vec()) + " parity " + std::to_string(p / 2) + std::to_string(p % 2);
-      e.parallel = true;
-      const auto t_wait = std::chrono::steady_clock::now();
-      std::vector<native::EpilogueCandidate> built;
-      std::string why;
-      for (native::EpilogueCandidate& c : pending[p].get()) {
-        e.build_s = std::max(e.build_s, c.seconds);
-        if (c.conv)
-          built.push_back(std::move(c));
-        else if (why.empty())
-          why = c.why;
-      }
-      e.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
-      e.graph_ms = std::numeric_limits<double>::infinity();
-      for (const auto& c : built) {
-        grow_workspace(*c.conv, x);
-        const double ms = native::time_on_stream_ms([&] {
-          c.conv->run(x, t.parity_w[p], at::Tensor(), graph_bias(t), views[p], ws_.defined() ? ws_.data_ptr() : nullptr);
-        });
-        if (ms < e.graph_ms) e.graph_ms = ms, e.graph = c.conv;
-      }
-      e.generic_ms = std::numeric_limits<double>::quiet_NaN();
-      if (e.graph) {
-        e.use = true;
-        e.engine = e.graph->engine();
-      } else {
-        e.graph_ms = std::numeric_limits<double>::quiet_NaN();
-        e.why = why.empty() ? "no candidate built" : why.substr(0, why.find('\n'));
-      }
-      remember(plan_cache(), keys[p], e);
-      epilogues_.emplace(keys[p], std::move(e));
-    }
-    std::array<native::EpilogueConv*, 4> graphs{};
-    for (size_t p = 0; p < 4; ++p) {
-      const Epilogue& e = epilogues_.at(keys[p]);
-      if (!e.use || e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return false;
-      graphs[p] = e.graph.get();
-    }
-    for (size_t p = 0; p < 4; ++p)
-      graphs[p]->run(x, t.parity_w[p], at::Tensor(), graph_bias(t), views[p], ws_.defined() ? ws_.data_ptr() : nullptr);
-    t.parity_used = t.parity_used || validating_ || from_cache_capture_;
-    return true;
   }
 
   // The bias a step's graph adds: the IR's (not the zero bias made for cuDNN's fused ops).
@@ -643,7 +526,7 @@ class NativeImpl final : public NativeExecutor {
     return "ir " + g_.hash() + " input " + shape_string(shape_) + " channels_last " + std::to_string(cl_) + " fuse " +
            std::to_string(opt_.fuse) + " fused_bf16 " + std::to_string(opt_.cudnn_fused_bf16) + " graph_convs " +
            std::to_string(opt_.cudnn_graph_convs) + (opt_.upsample_conv ? "" : " no upsample_conv") +
-           (opt_.narrow_convs ? " narrow_convs" : "") + (opt_.upsample_parity_graphs ? " parity_graphs" : "");
+           (opt_.narrow_convs ? " narrow_convs" : "");
   }
 
   // Compiled from the plan cache (plan_cache.hpp, the network's list): every layout's choice
@@ -753,10 +636,7 @@ class NativeImpl final : public NativeExecutor {
         r += "; " + e.shape + ": no cuDNN plan (" + e.why + ")";
       else if (std::isnan(e.graph_ms))
         r += "; " + e.shape + ": " + e.engine + (e.cached ? from : " (forced)");
-      else if (std::isnan(e.generic_ms)) {  // a parity graph (parity_conv): not timed against another op
-        std::snprintf(buf, sizeof buf, ": %s %.3f ms", e.engine.c_str(), e.graph_ms);
-        r += "; " + e.shape + buf + from;
-      } else {
+      else {
         std::snprintf(buf, sizeof buf, ": %s %.3f ms against conv then add_ %.3f ms", e.engine.c_str(), e.graph_ms,
                       e.generic_ms);
         r += "; " + e.shape + buf + (e.use ? "" : ", the two ops run") + from;
@@ -847,12 +727,6 @@ class NativeImpl final : public NativeExecutor {
                           : conv(s, t, in, s.z >= 0 ? &v[s.z] : nullptr, s.padding);
           break;
         case StepKind::conv_transpose:
-#ifdef PNP_HAVE_CUDNN_FE
-          if (t.parity) {
-            y = at::empty(s.shape, in.options().memory_format(cl_format(dim)));
-            if (parity_conv(s, t, in, y)) break;
-          }
-#endif
           y = at::convolution(in, t.w, bias(t), s.stride, s.padding, std::vector<int64_t>(s.stride.size(), 1), true,
                               s.output_padding, s.groups);
           if (s.z >= 0) y.add_(v[s.z]);  // a folded upsample's conv keeps its epilogue
@@ -1011,21 +885,17 @@ class NativeImpl final : public NativeExecutor {
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0, parity = 0, parity_used = 0;
+    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0;
     for (size_t k = 0; k < bound_.size(); ++k) {
       const Bound& t = bound_[k];
       fused += t.cudnn && !t.epilogue_used && !t.narrow_used;
       narrow += t.narrow_used;
-      parity += t.parity, parity_used += t.parity_used;
       epilogues += t.epilogue, graphs += t.epilogue_used;
       const PlanStep& s = plan_.steps[k];
       if (t.epilogue && s.z >= 0 && !s.relu) ++adds, adds_used += t.epilogue_used;
     }
     (void)epilogues, (void)graphs, (void)adds, (void)adds_used;
     notes_.push_back("CUDA: " + std::to_string(fused) + " convolutions run as cuDNN fused ops");
-    if (parity > 0)
-      notes_.push_back("CUDA: " + std::to_string(parity_used) + " of " + std::to_string(parity) +
-                       " folded upsample + convolution steps run as four cuDNN graphs, one per output parity");
     if (narrow > 0)
       notes_.push_back("CUDA: " + std::to_string(narrow) +
                        " convolution(s) with one output channel run as pnp's narrow kernel (narrow_conv.hpp)");

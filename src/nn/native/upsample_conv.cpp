@@ -17,11 +17,4 @@ at::Tensor upsample_conv_weight(const at::Tensor& w) {
   return t.transpose(0, 1).contiguous().to(w.device(), w.scalar_type());
 }
 
-at::Tensor upsample_conv_parity_weight(const at::Tensor& t, int a, int b) {
-  if (t.dim() != 4 || t.size(2) != 4 || t.size(3) != 4 || a < 0 || a > 1 || b < 0 || b > 1)
-    throw Error("upsample_conv_parity_weight: a 2D transposed weight [C_in, C_out, 4, 4] and parities 0 or 1 expected");
-  auto taps = [&](int p) { return at::tensor({3 - p, 1 - p}, at::TensorOptions().dtype(at::kLong).device(t.device())); };
-  return t.index_select(2, taps(a)).index_select(3, taps(b)).transpose(0, 1).contiguous();
-}
-
 }  // namespace pnp::nn::native

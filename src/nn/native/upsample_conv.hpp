@@ -19,13 +19,4 @@ namespace pnp::nn::native {
 // [C_in, C_out, 4, ...], in w's dtype, computed in float64 (contiguous, on w's device).
 at::Tensor upsample_conv_weight(const at::Tensor& w);
 
-// The same pair as four ordinary convolutions, one per output parity (a, b) in 2D: output pixel
-// (2i + a, 2j + b) is a 2x2 convolution of the input at rows i - 1 + a .. i + a and columns
-// j - 1 + b .. j + b, i.e. with padding 1 - a before and a after the rows (1 - b, b for the
-// columns). Its weight [C_out, C_in, 2, 2] from the transposed one t (upsample_conv_weight):
-// taps 3 - a and 1 - a of t's rows, 3 - b and 1 - b of its columns. (The executor runs these as
-// cuDNN graphs writing into the parity's strided view of the output: NativeOptions::
-// upsample_parity_graphs.)
-at::Tensor upsample_conv_parity_weight(const at::Tensor& t, int a, int b);
-
 }  // namespace pnp::nn::native
