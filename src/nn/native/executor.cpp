@@ -265,7 +265,7 @@ class NativeImpl final : public NativeExecutor {
 #ifdef PNP_HAVE_CUDA
     if (t.narrow && native::narrow_conv_applies(x, t.w, s.stride, padding, s.groups, z)) {
       t.narrow_used = true;
-      return native::narrow_conv(x, t.w, graph_bias(t), z, s.relu, padding);
+      return native::narrow_conv(x, t.w, t.has_bias ? &t.b : nullptr, z, s.relu, padding);  // (the IR's bias only)
     }
 #endif
 #ifdef PNP_HAVE_CUDNN_FE
