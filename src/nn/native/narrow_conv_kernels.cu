@@ -33,7 +33,6 @@ struct Piece<float> {
     const float4 r = *reinterpret_cast<const float4*>(p);
     f[0] = r.x, f[1] = r.y, f[2] = r.z, f[3] = r.w;
   }
-  __device__ static void store(float* p, const float (&f)[4]) { *reinterpret_cast<float4*>(p) = make_float4(f[0], f[1], f[2], f[3]); }
 };
 template <>
 struct Piece<__nv_bfloat16> {
@@ -46,15 +45,6 @@ struct Piece<__nv_bfloat16> {
       const float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u[i]));
       f[2 * i] = t.x, f[2 * i + 1] = t.y;
     }
-  }
-  __device__ static void store(__nv_bfloat16* p, const float (&f)[8]) {
-    unsigned u[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 t = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-      u[i] = *reinterpret_cast<const unsigned*>(&t);
-    }
-    *reinterpret_cast<uint4*>(p) = make_uint4(u[0], u[1], u[2], u[3]);
   }
 };
 
