@@ -119,3 +119,20 @@ if(PNP_CUDA)
                    "CUDNN_FRONTEND_INCLUDE): conv + residual add run as two ops")
   endif()
 endif()
+
+# --- pnp's Hopper implicit-GEMM convolution (optional, CUDA builds) ------------------
+# src/nn/native/wgmma_conv_kernels.cu, built for sm_90a: CuTe's wgmma and bulk-copy wrappers and
+# CUTLASS's barriers, header-only, from PyPI's nvidia-cutlass (pip install nvidia-cutlass: the
+# headers are cutlass_library/source/include in site-packages), or set CUTLASS_INCLUDE.
+set(PNP_WGMMA_CONV OFF)
+if(PNP_CUDA AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+  find_path(PNP_CUTLASS_INCLUDE_DIR cute/arch/mma_sm90_gmma.hpp HINTS ENV CUTLASS_INCLUDE
+            "${_pnp_site}/cutlass_library/source/include" "${Python3_SITELIB}/cutlass_library/source/include" NO_CACHE)
+  if(PNP_CUTLASS_INCLUDE_DIR)
+    set(PNP_WGMMA_CONV ON)
+    message(STATUS "pnp: CUTLASS headers ${PNP_CUTLASS_INCLUDE_DIR}: pnp's Hopper convolution (sm_90a)")
+  else()
+    message(STATUS "pnp: CUTLASS headers not found (pip install nvidia-cutlass, or set CUTLASS_INCLUDE): "
+                   "no Hopper convolution of pnp's own, cuDNN's everywhere")
+  endif()
+endif()

@@ -29,5 +29,17 @@ if [ -n "$fe_tar" ]; then
   [ -f "$fe_root/include/cudnn_frontend.h" ] || { mkdir -p "$fe_root" && tar xzf "$fe_tar" -C "$fe_root"; }
   export CUDNN_FRONTEND_INCLUDE=$fe_root/include
 fi
+# The CUTLASS / CuTe headers (pnp's Hopper convolution, src/nn/native/wgmma_conv_kernels.cu):
+# the include/ folder of PyPI's nvidia-cutlass wheel, carried in .deps as a tarball:
+#   pip download --no-deps nvidia-cutlass==4.2.0.0 -d /tmp/cutlass && (cd /tmp/cutlass && \
+#     python3 -m zipfile -e *.whl x && tar czf "$OLDPWD/.deps/nvidia-cutlass-4.2.0.0-include.tar.gz" \
+#     -C x/cutlass_library/source include)
+cutlass_tar=
+for f in .deps/nvidia-cutlass-*-include.tar.gz; do [ -f "$f" ] && cutlass_tar=$f; done
+if [ -n "$cutlass_tar" ]; then
+  cutlass_root=$PWD/.deps/root/cutlass
+  [ -f "$cutlass_root/include/cute/arch/mma_sm90_gmma.hpp" ] || { mkdir -p "$cutlass_root" && tar xzf "$cutlass_tar" -C "$cutlass_root"; }
+  export CUTLASS_INCLUDE=$cutlass_root/include
+fi
 [ -d /opt/torch/.venv/bin ] && export PATH=/opt/torch/.venv/bin:/usr/local/cuda/bin:$PATH
 export PNP_PYTHON=${PNP_PYTHON:-$(command -v python3)}

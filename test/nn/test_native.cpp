@@ -18,6 +18,11 @@
 #include "native/upsample_conv.hpp"
 #ifdef PNP_HAVE_CUDA
 #include "native/narrow_conv.hpp"
+#ifdef PNP_HAVE_WGMMA_CONV
+#include <ATen/cuda/CUDAContext.h>
+
+#include "native/wgmma_conv.hpp"
+#endif
 #endif
 
 using namespace pnp;
@@ -384,7 +389,8 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
         // forced: cuDNN's first plan wherever it has one; measured (autotune): by timing
         for (bool forced : {true, false}) {
           NativeOptions o;
-          o.narrow_convs = false;  // the cuDNN graphs here (pnp's narrow kernel: its own test case)
+          o.narrow_convs = false;  // the cuDNN graphs here (pnp's narrow and Hopper kernels: their own cases)
+          o.wgmma_convs = false;
           o.autotune = !forced;
           o.cudnn_epilogues_forced = forced;
           auto nat = make_native(g, w, dev, dtype, c.shape, o);
@@ -429,6 +435,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           if (c.dim == 2) CHECK(notes.find(" in parallel, waited ") != std::string::npos);
           NativeOptions os;
           os.narrow_convs = false;
+          os.wgmma_convs = false;
           os.parallel_plan_builds = false;
           auto serial = make_native(g, w, dev, dtype, c.shape, os);
           std::string serial_notes;
@@ -443,6 +450,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
           test::remove_tree(dir);
           NativeOptions oc;
           oc.narrow_convs = false;
+          oc.wgmma_convs = false;
           oc.plan_cache_dir = (dir / "native").string();
           oc.cudnn_benchmark = true;  // first with ATen's benchmark (no list of the network then)
           auto cold = make_native(g, w, dev, dtype, c.shape, oc);
@@ -609,4 +617,119 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
       CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
     }
 }
+#ifdef PNP_HAVE_WGMMA_CONV
+TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and cuDNN (CUDA, compute capability 9.0)") {
+  if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9) {
+    MESSAGE("no Hopper GPU: the wgmma cases skipped");
+    return;
+  }
+  auto& ctx = at::globalContext();
+  const bool tf32 = ctx.allowTF32CuDNN();
+  ctx.setAllowTF32CuDNN(true);
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  struct K {
+    int64_t ci, co, k, pad, h, w;
+  };
+  // one image row of 256 pixels per tile (w >= 129: the row reused for every kernel column,
+  // partial tiles at the row's end) and several rows per tile (w <= 128); 1x1; padding 0; two
+  // and eight 64-channel blocks; C_in 32 in float32 only (a 128-byte block is 64 bf16)
+  const std::vector<K> ks{{64, 64, 3, 1, 13, 300}, {64, 64, 3, 1, 9, 37},  {128, 128, 3, 1, 7, 260},
+                          {64, 128, 1, 0, 11, 40}, {256, 64, 3, 1, 5, 520}, {64, 64, 3, 0, 10, 270},
+                          {32, 64, 3, 1, 6, 140},  {64, 512, 3, 1, 4, 17},  {128, 64, 5, 2, 6, 258}};
+  uint64_t seed = 200;
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const K& k : ks)
+      for (int variant = 0; variant < 3; ++variant) {  // 0: plain; 1: + bias, ReLU; 2: + bias + residual
+        CAPTURE(c10::toString(dtype));
+        CAPTURE(k.ci);
+        CAPTURE(k.co);
+        CAPTURE(k.k);
+        CAPTURE(k.w);
+        CAPTURE(variant);
+        if (dtype == at::kBFloat16 && k.ci % 64) continue;
+        const int64_t n = 2, oh = k.h + 2 * k.pad - k.k + 1, ow = k.w + 2 * k.pad - k.k + 1;
+        auto dev_t = [&](const std::vector<int64_t>& sz, bool nhwc) {
+          at::Tensor t = rnd(sz, ++seed).to(dtype);
+          return nhwc ? t.to(dev).contiguous(cl) : t.to(dev).contiguous();
+        };
+        const at::Tensor x = dev_t({n, k.ci, k.h, k.w}, true), wt = dev_t({k.co, k.ci, k.k, k.k}, true);
+        const at::Tensor b = dev_t({k.co}, false), z = dev_t({n, k.co, oh, ow}, true);
+        const bool relu = variant == 1;
+        const at::Tensor* bp = variant > 0 ? &b : nullptr;
+        const at::Tensor* zp = variant == 2 ? &z : nullptr;
+        REQUIRE(native::wgmma_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
+        auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
+        at::Tensor ref = at::conv2d(d(x), d(wt), variant > 0 ? d(b) : at::Tensor(), 1, k.pad);
+        if (zp) ref = ref + d(z);
+        if (relu) ref = at::relu(ref);
+        CHECK(ref.abs().max().item<double>() > 0.1);  // content
+        at::Tensor yc = at::conv2d(x, wt, variant > 0 ? b : at::Tensor(), 1, k.pad);  // cuDNN, same precision
+        if (zp) yc = yc + z;
+        if (relu) yc = at::relu(yc);
+        const double ec = rel_err(yc, ref);
+        // TF32 products (10-bit mantissas) summed in float32; bf16: the output's rounding too
+        const double tol = dtype == at::kFloat ? 5e-3 : 1e-2;
+        for (int variant_k = 0; variant_k < 3; ++variant_k) {  // 0: default; 1: one load per tap; 2: base-offset field
+          const bool reuse = variant_k != 1;
+          const int mode = variant_k == 2 ? 1 : 0;
+          // poison: the caching allocator hands the output a block just filled with NaN
+          { at::Tensor p = at::full({n * k.co * oh * ow + 4096}, std::nan(""), x.options()); }
+          const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, reuse, mode);
+          REQUIRE(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
+          CHECK(y.is_contiguous(cl));
+          const double e = rel_err(y, ref);
+          MESSAGE(c10::toString(dtype) << " " << k.ci << "->" << k.co << " k" << k.k << " " << k.h << "x" << k.w
+                                       << " variant " << variant << " kernel " << variant_k << ": rel err " << e
+                                       << " (cuDNN " << ec << ")");
+          if (variant_k == 2) continue;  // the base-offset field: reported, not required
+          CHECK(e < tol);
+          CHECK(e < 2 * ec + 1e-4);
+        }
+      }
+  // what it does not take: strict float32, stride 2, groups 2, C_out 32, C_in 16, NCHW, float64
+  auto f32 = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
+  const at::Tensor x = f32(rnd({1, 64, 8, 8}, 1)), w64 = f32(rnd({64, 64, 3, 3}, 2));
+  CHECK(native::wgmma_conv_applies(x, w64, {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::wgmma_conv_applies(x, w64, {2, 2}, {1, 1}, 1));
+  CHECK_FALSE(native::wgmma_conv_applies(x, f32(rnd({64, 32, 3, 3}, 3)), {1, 1}, {1, 1}, 2));
+  CHECK_FALSE(native::wgmma_conv_applies(x, f32(rnd({32, 64, 3, 3}, 4)), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::wgmma_conv_applies(f32(rnd({1, 16, 8, 8}, 5)), f32(rnd({64, 16, 3, 3}, 6)), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::wgmma_conv_applies(x.contiguous(), w64, {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::wgmma_conv_applies(x.to(at::kDouble), w64.to(at::kDouble), {1, 1}, {1, 1}, 1));
+  ctx.setAllowTF32CuDNN(false);
+  CHECK_FALSE(native::wgmma_conv_applies(x, w64, {1, 1}, {1, 1}, 1));
+  CHECK(native::wgmma_conv_applies(x.to(at::kBFloat16), w64.to(at::kBFloat16), {1, 1}, {1, 1}, 1));
+  ctx.setAllowTF32CuDNN(true);
+
+  // In the executor: DnCNN and DRUNet run their wide convolutions as the kernel, to float64
+  // accuracy as with cuDNN, and equal to the option off; replayed in the CUDA graph.
+  const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 4, {1, 3, 40, 300}, {}},
+                               {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 280}, {}}};
+  for (const auto& c : nets)
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(c.arch);
+      CAPTURE(c10::toString(dtype));
+      const auto [g, wts, xin, ref64] = prepare(c, 51, 0.2);
+      auto nat = make_native(g, wts, dev, dtype, c.shape);
+      const std::string notes = notes_of(*nat);
+      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
+      CHECK(notes.find("run as pnp's Hopper kernel") != std::string::npos);
+      NativeOptions off;
+      off.wgmma_convs = false;
+      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
+      CHECK(notes_of(*cudnn).find("Hopper kernel") == std::string::npos);
+      const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
+      const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
+      MESSAGE("  rel err to float64: Hopper kernel " << rel_err(y, ref64) << ", cuDNN " << rel_err(yc, ref64));
+      CHECK(rel_err(y, ref64) < tol);
+      CHECK(rel_err(y, yc) < tol);
+      CHECK(ref64.abs().max().item<double>() > 1e-3);  // content
+      CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
+      at::Tensor x2 = rnd(c.shape, 53);  // replayed in the CUDA graph
+      CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
+    }
+  ctx.setAllowTF32CuDNN(tf32);
+}
+#endif
 #endif

@@ -143,6 +143,12 @@ struct NativeOptions {
   // padding there: DRUNet 1 ch 4096²'s tail 3.81 ms against 7.43, H200; float32 FMA
   // accumulation, so no TF32 rounding in it. Off: cuDNN (or a graph).
   bool narrow_convs = true;
+  // CUDA on compute capability 9.0 (Hopper), 2D, bf16 or float32 with TF32 allowed,
+  // channels-last: a stride-1 convolution with C_out a multiple of 64 and C_in of 32 (float32)
+  // or 64 (bf16) runs as pnp's own implicit GEMM (src/nn/native/wgmma_conv.hpp), the weights
+  // as wgmma's 64-row operand and 256 output pixels as the wide one, bias, residual and ReLU in
+  // its epilogue. Builds with the nvidia-cutlass headers only. Off: cuDNN (or a graph).
+  bool wgmma_convs = true;
 };
 
 // Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.

@@ -12,6 +12,9 @@
 #include "upsample_conv.hpp"
 #ifdef PNP_HAVE_CUDA
 #include "narrow_conv.hpp"
+#ifdef PNP_HAVE_WGMMA_CONV
+#include "wgmma_conv.hpp"
+#endif
 #endif
 
 #include <ATen/ATen.h>
@@ -60,6 +63,9 @@ struct Bound {
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up
   bool narrow = false, narrow_used = false;
+  // A convolution whose channels fill 64 x 256 tiles may run as pnp's Hopper kernel
+  // (wgmma_conv.hpp; NativeOptions::wgmma_convs); wgmma_used: it did in the warm-up
+  bool wgmma = false, wgmma_used = false;
 };
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
@@ -206,6 +212,8 @@ class NativeImpl final : public NativeExecutor {
                      ((s.z >= 0 && !s.relu) || opt_.cudnn_graph_convs) && s.groups == 1 && native_has_cudnn_epilogues();
         t.narrow = device_.is_cuda() && opt_.narrow_convs && cl_ && g_.dim == 2 &&
                    (dtype_ == at::kFloat || dtype_ == at::kBFloat16);
+        t.wgmma = device_.is_cuda() && opt_.wgmma_convs && cl_ && g_.dim == 2 &&
+                  (dtype_ == at::kFloat || dtype_ == at::kBFloat16);
         // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
         if (t.cudnn && !t.b.defined())
           t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
@@ -266,6 +274,12 @@ class NativeImpl final : public NativeExecutor {
     if (t.narrow && native::narrow_conv_applies(x, t.w, s.stride, padding, s.groups, z)) {
       t.narrow_used = true;
       return native::narrow_conv(x, t.w, t.has_bias ? &t.b : nullptr, z, s.relu, padding);  // (the IR's bias only)
+    }
+#endif
+#ifdef PNP_HAVE_WGMMA_CONV
+    if (t.wgmma && native::wgmma_conv_applies(x, t.w, s.stride, padding, s.groups, z)) {
+      t.wgmma_used = true;
+      return native::wgmma_conv(x, t.w, t.has_bias ? &t.b : nullptr, z, s.relu, padding);
     }
 #endif
 #ifdef PNP_HAVE_CUDNN_FE
@@ -526,7 +540,7 @@ class NativeImpl final : public NativeExecutor {
     return "ir " + g_.hash() + " input " + shape_string(shape_) + " channels_last " + std::to_string(cl_) + " fuse " +
            std::to_string(opt_.fuse) + " fused_bf16 " + std::to_string(opt_.cudnn_fused_bf16) + " graph_convs " +
            std::to_string(opt_.cudnn_graph_convs) + (opt_.upsample_conv ? "" : " no upsample_conv") +
-           (opt_.narrow_convs ? " narrow_convs" : "");
+           (opt_.narrow_convs ? " narrow_convs" : "") + (opt_.wgmma_convs ? " wgmma_convs" : "");
   }
 
   // Compiled from the plan cache (plan_cache.hpp, the network's list): every layout's choice
@@ -885,11 +899,12 @@ class NativeImpl final : public NativeExecutor {
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0;
+    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0, wgmma = 0;
     for (size_t k = 0; k < bound_.size(); ++k) {
       const Bound& t = bound_[k];
-      fused += t.cudnn && !t.epilogue_used && !t.narrow_used;
+      fused += t.cudnn && !t.epilogue_used && !t.narrow_used && !t.wgmma_used;
       narrow += t.narrow_used;
+      wgmma += t.wgmma_used;
       epilogues += t.epilogue, graphs += t.epilogue_used;
       const PlanStep& s = plan_.steps[k];
       if (t.epilogue && s.z >= 0 && !s.relu) ++adds, adds_used += t.epilogue_used;
@@ -899,6 +914,8 @@ class NativeImpl final : public NativeExecutor {
     if (narrow > 0)
       notes_.push_back("CUDA: " + std::to_string(narrow) +
                        " convolution(s) with one output channel run as pnp's narrow kernel (narrow_conv.hpp)");
+    if (wgmma > 0)
+      notes_.push_back("CUDA: " + std::to_string(wgmma) + " convolution(s) run as pnp's Hopper kernel (wgmma_conv.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE
     if (adds > 0)
       notes_.push_back("CUDA: " + std::to_string(adds_used) + " of " + std::to_string(adds) +

@@ -214,8 +214,8 @@ bool dispatch_k(const NarrowConvArgs& a, void* stream) {
 
 template <typename T>
 bool dispatch(const NarrowConvArgs& a, void* stream) {
-  if (a.k == 1) return dispatch_k<T, 1>(a, stream);
-  if (a.k == 3) return dispatch_k<T, 3>(a, stream);
+  if (a.kh == 1) return dispatch_k<T, 1>(a, stream);
+  if (a.kh == 3) return dispatch_k<T, 3>(a, stream);
   return false;
 }
 
@@ -228,7 +228,7 @@ bool narrow_conv_supported(int ci, int co, int k, bool bf16) {
 }
 
 bool launch_narrow_conv(const NarrowConvArgs& a, void* stream) {
-  if (!narrow_conv_supported(a.ci, a.co, a.k, a.bf16)) return false;
+  if (a.kh != a.kw || !narrow_conv_supported(a.ci, a.co, a.kh, a.bf16)) return false;
   return a.bf16 ? dispatch<__nv_bfloat16>(a, stream) : dispatch<float>(a, stream);
 }
 

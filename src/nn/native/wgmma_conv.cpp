@@ -1,0 +1,36 @@
+// The Hopper implicit-GEMM convolution on tensors (wgmma_conv.hpp): the checks, then the raw launch.
+#include "wgmma_conv.hpp"
+
+#include "cuda_conv_checks.hpp"
+#include "pnp/core.hpp"
+#include "wgmma_conv_kernels.hpp"
+
+#include <ATen/Context.h>
+#include <c10/cuda/CUDAStream.h>
+
+namespace pnp::nn::native {
+
+bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
+                        const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z) {
+  if (!plain_nhwc_conv(x, w, stride, padding, groups, z)) return false;
+  const bool bf16 = x.scalar_type() == at::kBFloat16;
+  if (!bf16 && !at::globalContext().allowTF32CuDNN()) return false;  // strict float32 asked for
+  return kernels::wgmma_conv_supported(static_cast<int>(x.size(1)), static_cast<int>(w.size(0)), static_cast<int>(w.size(2)),
+                                       static_cast<int>(w.size(3)), bf16);
+}
+
+at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
+                      const std::vector<int64_t>& padding, bool row_reuse, int base_offset_mode) {
+  if (!wgmma_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("wgmma_conv: no kernel for this convolution");
+  if (b && !bias_for(*b, w))
+    throw Error("wgmma_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
+  at::Tensor y = nhwc_conv_output(x, w, padding);
+  kernels::WgmmaConvArgs a;
+  fill_conv_args(a, x, w, b, z, y, relu, padding);
+  a.row_reuse = row_reuse, a.base_offset_mode = base_offset_mode;
+  if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
+    throw Error("wgmma_conv: the kernel launch failed");
+  return y;
+}
+
+}  // namespace pnp::nn::native

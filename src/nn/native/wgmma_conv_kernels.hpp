@@ -1,0 +1,36 @@
+// The raw launcher of pnp's Hopper implicit-GEMM convolution (wgmma_conv_kernels.cu; the tensor
+// interface is wgmma_conv.hpp). Plain types only, so this compiles without ATen in nvcc.
+//
+// The GEMM is laid out the other way round from cuDNN's: the weights are the 64-row operand and
+// 256 output pixels the wide one (wgmma m64n256), so that each tensor-core instruction reads
+// 2 KiB of weights and 8 KiB of pixels from shared memory for 64 x 256 outputs. A 64-channel
+// layer in cuDNN's orientation reads as much shared memory as it computes (m64n64, the
+// channels the narrow side), which is where its 3x3 convolutions stop, near 240 TFLOP/s on an
+// H200 (docs/design-decisions.md). The pixels come through the bulk tensor copy engine from
+// the NHWC input with zero fill at the image's edge (the padding), the weights from the KRSC
+// filter; the epilogue adds the bias and the residual and applies the ReLU before the one store.
+#pragma once
+
+#include "conv_kernel_args.hpp"
+
+namespace pnp::nn::native::kernels {
+
+// The convolution of ConvArgs; float32 runs with TF32 products.
+struct WgmmaConvArgs : ConvArgs {
+  // One input load per kernel row serves all K_w shifts (the shift as a shared-memory row
+  // offset) where the tile is one row of 256 pixels; off: one load per tap. For tests.
+  bool row_reuse = true;
+  // How the shifted operand's descriptor names the swizzle phase: 0 none (the hardware reads it
+  // from the address), 1 the descriptor's base-offset field. For tests.
+  int base_offset_mode = 0;
+};
+
+// Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out
+// a multiple of 64, kernel at most 9 x 9, and a GPU of compute capability 9.0 to run it on.
+bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16);
+
+// Launches it on the CUDA stream; false when there is none for these arguments or the
+// launch failed.
+bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream);
+
+}  // namespace pnp::nn::native::kernels
