@@ -20,14 +20,14 @@ bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 }
 
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                      const std::vector<int64_t>& padding, bool row_reuse, int base_offset_mode) {
+                      const std::vector<int64_t>& padding, bool row_reuse, bool round_tf32) {
   if (!wgmma_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("wgmma_conv: no kernel for this convolution");
   if (b && !bias_for(*b, w))
     throw Error("wgmma_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
   at::Tensor y = nhwc_conv_output(x, w, padding);
   kernels::WgmmaConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
-  a.row_reuse = row_reuse, a.base_offset_mode = base_offset_mode;
+  a.row_reuse = row_reuse, a.round_tf32 = round_tf32;
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("wgmma_conv: the kernel launch failed");
   return y;

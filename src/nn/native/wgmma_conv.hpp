@@ -21,9 +21,9 @@ bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 
 // y = conv(x, w) (+ b) (+ z) (then ReLU) into a new channels-last tensor, on the current CUDA
 // stream; b and z may be null. Throws pnp::Error where wgmma_conv_applies is false, or b is not
-// a contiguous, aligned [C_out] of x's dtype. row_reuse and base_offset_mode: the kernel's
+// a contiguous, aligned [C_out] of x's dtype. row_reuse and round_tf32: the kernel's
 // variants (wgmma_conv_kernels.hpp), for tests.
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                      const std::vector<int64_t>& padding, bool row_reuse = true, int base_offset_mode = 0);
+                      const std::vector<int64_t>& padding, bool row_reuse = true, bool round_tf32 = true);
 
 }  // namespace pnp::nn::native

@@ -49,7 +49,7 @@ struct Params {
   void* y;
   int oh, ow, co, ci, kw, pad_h, pad_w;
   int bw_log2, bh, tiles_w, tiles_h, co_blocks, cblocks, kh;
-  int row_reuse, base_mode, relu;
+  int row_reuse, relu;
 };
 
 template <class T>
@@ -57,15 +57,15 @@ struct Gmma;
 template <>
 struct Gmma<float> {  // TF32 products of float32 operands
   using Op = cute::SM90::GMMA::MMA_64x256x8_F32TF32TF32_SS_TN<>;
-  static constexpr CUtensorMapDataType kType = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  static CUtensorMapDataType type(bool round) { return round ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32; }
 };
 template <>
 struct Gmma<__nv_bfloat16> {
   using Op = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
-  static constexpr CUtensorMapDataType kType = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  static CUtensorMapDataType type(bool) { return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; }
 };
 
-#ifdef __CUDA_ARCH__  // (device code only: the host pass has no use for these)
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)  // (the kernel body's helpers: sm_90a device code only)
 __device__ __forceinline__ float to_f(float v) { return v; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <class T>
@@ -81,13 +81,16 @@ __device__ __forceinline__ void gmma(uint64_t a, uint64_t b, float (&d)[128], cu
   Op::fma(a, b, d[I]..., s);
 }
 
-// A K-major operand in 128-byte-swizzled rows, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr, int base_mode) {
+// A K-major operand in 128-byte-swizzled rows, 8-row groups 1024 bytes apart. The hardware
+// takes the swizzle phase from the address itself, so an operand may start at any row (the
+// kernel-column shifts): the descriptor's base-offset field stays 0 (set to the row phase, the
+// results were wrong: H200, docs/measurements/2026-12-02e).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   cute::GmmaDescriptor d;
   d.bitfield.start_address_ = static_cast<uint16_t>(addr >> 4);
   d.bitfield.leading_byte_offset_ = 1;  // unused with swizzling
   d.bitfield.stride_byte_offset_ = 1024 >> 4;
-  d.bitfield.base_offset_ = base_mode ? static_cast<uint8_t>((addr >> 7) & 7) : 0;
+  d.bitfield.base_offset_ = 0;
   d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
   return d.desc_;
 }
@@ -178,8 +181,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int j = 0; j < shifts; ++j, ++ia) {
       const int sa = ia % kAStages;
       Barrier::wait(&full_a[sa], (ia / kAStages) & 1);
-      const uint64_t da = smem_desc(cute::cast_smem_ptr_to_uint(s_a + sa * kABytes), 0);
-      const uint64_t db = smem_desc(b_base + static_cast<uint32_t>(j * kRow), p.base_mode);
+      const uint64_t da = smem_desc(cute::cast_smem_ptr_to_uint(s_a + sa * kABytes));
+      const uint64_t db = smem_desc(b_base + static_cast<uint32_t>(j * kRow));
 #pragma unroll
       for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
       cute::warpgroup_arrive();
@@ -270,7 +273,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
   p.co_blocks = a.co / kCo, p.cblocks = a.ci / bk;
   p.row_reuse = a.row_reuse && bh == 1 && a.kw > 1;
-  p.base_mode = a.base_offset_mode, p.relu = a.relu;
+  p.relu = a.relu;
   const long long grid = static_cast<long long>(p.co_blocks) * p.tiles_w * p.tiles_h * a.n;
   if (grid <= 0 || grid > INT_MAX) return false;
 
@@ -283,8 +286,8 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   const cuuint64_t xs[3] = {a.ci * es, a.ci * es * a.w_in, a.ci * es * a.w_in * a.h};
   const cuuint32_t xb[4] = {static_cast<cuuint32_t>(bk), static_cast<cuuint32_t>(bw), static_cast<cuuint32_t>(bh), 1};
   const cuuint32_t tb[4] = {static_cast<cuuint32_t>(bk), static_cast<cuuint32_t>(a.kw > 1 ? a.kw - 1 : 1), 1, 1};
-  if (!encode(&mw, Gmma<T>::kType, 2, a.w, wd, ws, wb) || !encode(&mx, Gmma<T>::kType, 4, a.x, xd, xs, xb) ||
-      !encode(&mt, Gmma<T>::kType, 4, a.x, xd, xs, tb))
+  const CUtensorMapDataType type = Gmma<T>::type(a.round_tf32);
+  if (!encode(&mw, type, 2, a.w, wd, ws, wb) || !encode(&mx, type, 4, a.x, xd, xs, xb) || !encode(&mt, type, 4, a.x, xd, xs, tb))
     return false;
   static const bool attr =
       cudaFuncSetAttribute(wgmma_conv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;

@@ -20,9 +20,9 @@ struct WgmmaConvArgs : ConvArgs {
   // One input load per kernel row serves all K_w shifts (the shift as a shared-memory row
   // offset) where the tile is one row of 256 pixels; off: one load per tap. For tests.
   bool row_reuse = true;
-  // How the shifted operand's descriptor names the swizzle phase: 0 none (the hardware reads it
-  // from the address), 1 the descriptor's base-offset field. For tests.
-  int base_offset_mode = 0;
+  // float32: the copy engine rounds the operands to TF32 as it loads them (its TFLOAT32 type),
+  // as cuDNN's TF32 convolutions do; off: the tensor cores truncate them. For tests.
+  bool round_tf32 = true;
 };
 
 // Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out
