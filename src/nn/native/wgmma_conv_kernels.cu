@@ -217,23 +217,43 @@ __global__ void __launch_bounds__(kThreads, 2)
     bv[i] = bias ? to_f(bias[co[i]]) : 0.f;
   }
   const int bw_mask = (1 << p.bw_log2) - 1;
+  const bool inside = oh0 + p.bh <= p.oh && ow0 + bw_mask + 1 <= p.ow;  // the whole tile in the image
+  auto index = [&](int j, int e, int i, bool& ok) {
+    const int q = 8 * j + 2 * (l & 3) + e;
+    const int oh = oh0 + (q >> p.bw_log2), ow = ow0 + (q & bw_mask);
+    ok = inside || (oh < p.oh && ow < p.ow);
+    return ((static_cast<size_t>(img) * p.oh + oh) * p.ow + ow) * p.co + co[i];
+  };
+  // 16 pixels at a time: the chunk's 8 residual loads are issued before the first is used
+  // (one after the other, each waiting on memory, they cost the 128-channel layers 75 %:
+  // H200, docs/measurements/2026-12-02e)
 #pragma unroll
-  for (int j = 0; j < kPx / 8; ++j)
+  for (int jc = 0; jc < kPx / 16; ++jc) {
+    float zv[8];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int q = 8 * j + 2 * (l & 3) + e;
-      const int oh = oh0 + (q >> p.bw_log2), ow = ow0 + (q & bw_mask);
-      if (oh >= p.oh || ow >= p.ow) continue;
-      const size_t pix = (static_cast<size_t>(img) * p.oh + oh) * p.ow + ow;
+    for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const size_t idx = pix * p.co + co[i];
-        float v = acc[4 * j + 2 * i + e] + bv[i];
-        if (z) v += to_f(z[idx]);
-        if (p.relu) v = fmaxf(v, 0.f);
-        y[idx] = from_f<T>(v);
-      }
-    }
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          bool ok;
+          const size_t idx = index(2 * jc + jj, e, i, ok);
+          zv[4 * jj + 2 * i + e] = z && ok ? to_f(z[idx]) : 0.f;
+        }
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          bool ok;
+          const int j = 2 * jc + jj;
+          const size_t idx = index(j, e, i, ok);
+          float v = acc[4 * j + 2 * i + e] + bv[i] + zv[4 * jj + 2 * i + e];
+          if (p.relu) v = fmaxf(v, 0.f);
+          if (ok) y[idx] = from_f<T>(v);
+        }
+  }
 #endif
 }
 
