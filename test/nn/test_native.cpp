@@ -702,7 +702,7 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
   CHECK(native::wgmma_conv_applies(x.to(at::kBFloat16), w64.to(at::kBFloat16), {1, 1}, {1, 1}, 1));
   ctx.setAllowTF32CuDNN(true);
 
-  // In the executor: DnCNN and DRUNet run their wide convolutions as the kernel, to float64
+  // In the executor (the option on): DnCNN and DRUNet run their wide convolutions as the kernel, to float64
   // accuracy as with cuDNN, and equal to the option off; replayed in the CUDA graph.
   const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 4, {1, 3, 40, 300}, {}},
                                {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 280}, {}}};
@@ -711,13 +711,13 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
       CAPTURE(c.arch);
       CAPTURE(c10::toString(dtype));
       const auto [g, wts, xin, ref64] = prepare(c, 51, 0.2);
-      auto nat = make_native(g, wts, dev, dtype, c.shape);
+      NativeOptions on;
+      on.wgmma_convs = true;
+      auto nat = make_native(g, wts, dev, dtype, c.shape, on);
       const std::string notes = notes_of(*nat);
       MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
       CHECK(notes.find("run as pnp's Hopper kernel") != std::string::npos);
-      NativeOptions off;
-      off.wgmma_convs = false;
-      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
+      auto cudnn = make_native(g, wts, dev, dtype, c.shape);  // the default: cuDNN
       CHECK(notes_of(*cudnn).find("Hopper kernel") == std::string::npos);
       const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
       const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;

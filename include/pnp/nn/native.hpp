@@ -147,8 +147,10 @@ struct NativeOptions {
   // channels-last: a stride-1 convolution with C_out a multiple of 64 and C_in of 32 (float32)
   // or 64 (bf16) runs as pnp's own implicit GEMM (src/nn/native/wgmma_conv.hpp), the weights
   // as wgmma's 64-row operand and 256 output pixels as the wide one, bias, residual and ReLU in
-  // its epilogue. Builds with the nvidia-cutlass headers only. Off: cuDNN (or a graph).
-  bool wgmma_convs = true;
+  // its epilogue; as accurate as cuDNN's TF32 convolutions. Builds with the nvidia-cutlass
+  // headers only. Off by default: slower than cuDNN's choice overall on the H200 (DRUNet 1 ch
+  // 4096² fp32 290.4 against 277.1 ms, bf16 262.2 against 148.5 ms; docs/measurements/2026-12-02e).
+  bool wgmma_convs = false;
 };
 
 // Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.
