@@ -88,6 +88,37 @@ Prepared prepare(const Case& c, uint64_t seed, double sigma) {
   p.ref64 = make_eager(p.g, p.w, at::kCPU, at::kDouble)->forward(p.x, sigma);
   return p;
 }
+#ifdef PNP_HAVE_CUDA
+// One case of pnp's own CUDA convolutions (the narrow and Hopper kernels): n images of ci
+// channels, h x w, a k x k kernel to co channels, padding pad; variant 0 plain, 1 + bias and
+// ReLU, 2 + bias + residual. The inputs are rounded to the dtype first, so the float64
+// reference (ref, on the CPU) sees the same values; x, w and z channels-last on the GPU.
+struct ConvCase {
+  at::Tensor x, w, b, z, ref;
+  bool relu = false;
+  int variant = 0;
+  const at::Tensor* bias() const { return variant > 0 ? &b : nullptr; }
+  const at::Tensor* residual() const { return variant == 2 ? &z : nullptr; }
+};
+ConvCase conv_case(at::ScalarType dtype, int64_t n, int64_t ci, int64_t co, int64_t k, int64_t pad, int64_t h, int64_t w,
+                   int variant, uint64_t& seed) {
+  const at::Device dev(at::kCUDA, 0);
+  const int64_t oh = h + 2 * pad - k + 1, ow = w + 2 * pad - k + 1;
+  auto dev_t = [&](const std::vector<int64_t>& sz, bool nhwc) {
+    at::Tensor t = rnd(sz, ++seed).to(dtype);
+    return nhwc ? t.to(dev).contiguous(at::MemoryFormat::ChannelsLast) : t.to(dev).contiguous();
+  };
+  ConvCase c;
+  c.x = dev_t({n, ci, h, w}, true), c.w = dev_t({co, ci, k, k}, true);
+  c.b = dev_t({co}, false), c.z = dev_t({n, co, oh, ow}, true);
+  c.relu = variant == 1, c.variant = variant;
+  auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
+  c.ref = at::conv2d(d(c.x), d(c.w), variant > 0 ? d(c.b) : at::Tensor(), 1, pad);
+  if (variant == 2) c.ref = c.ref + d(c.z);
+  if (c.relu) c.ref = at::relu(c.ref);
+  return c;
+}
+#endif
 }  // namespace
 
 TEST_CASE("native equals eager on CPU (float64, float32), with the expected fusions") {
@@ -547,26 +578,16 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
         CAPTURE(variant);
         if (dtype == at::kBFloat16 && k.ci % 8) continue;  // a 16-byte piece is 8 channels
         const int64_t n = 2, h = 13, w = 21, oh = h + 2 * k.pad - k.k + 1, ow = w + 2 * k.pad - k.k + 1;
-        // inputs rounded to the dtype first, so the float64 reference sees the same values
-        auto dev_t = [&](const std::vector<int64_t>& s, bool nhwc) {
-          at::Tensor t = rnd(s, ++seed).to(dtype);
-          return nhwc ? t.to(dev).contiguous(cl) : t.to(dev).contiguous();
-        };
-        const at::Tensor x = dev_t({n, k.ci, h, w}, true), wt = dev_t({k.co, k.ci, k.k, k.k}, true);
-        const at::Tensor b = dev_t({k.co}, false), z = dev_t({n, k.co, oh, ow}, true);
-        const bool relu = variant == 1;
-        const at::Tensor* bp = variant > 0 ? &b : nullptr;
-        const at::Tensor* zp = variant == 2 ? &z : nullptr;
+        const ConvCase cc = conv_case(dtype, n, k.ci, k.co, k.k, k.pad, h, w, variant, seed);
+        const at::Tensor &x = cc.x, &wt = cc.w, &ref = cc.ref;
+        const bool relu = cc.relu;
+        const at::Tensor *bp = cc.bias(), *zp = cc.residual();
         REQUIRE(native::narrow_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
         // poison: the caching allocator hands the output a block just filled with NaN
         { at::Tensor p = at::full({n * k.co * oh * ow * 4 + 4096}, std::nan(""), x.options()); }
         const at::Tensor y = native::narrow_conv(x, wt, bp, zp, relu, {k.pad, k.pad});
         CHECK(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
         CHECK(y.is_contiguous(cl));
-        auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
-        at::Tensor ref = at::conv2d(d(x), d(wt), variant > 0 ? d(b) : at::Tensor(), 1, k.pad);
-        if (zp) ref = ref + d(z);
-        if (relu) ref = at::relu(ref);
         CHECK(ref.abs().max().item<double>() > 0.1);  // content
         // float32: FMA sums of up to 9 x 192 products; bf16: the output's rounding (2^-9)
         CHECK(rel_err(y, ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
@@ -649,20 +670,11 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
         CAPTURE(variant);
         if (dtype == at::kBFloat16 && k.ci % 64) continue;
         const int64_t n = 2, oh = k.h + 2 * k.pad - k.k + 1, ow = k.w + 2 * k.pad - k.k + 1;
-        auto dev_t = [&](const std::vector<int64_t>& sz, bool nhwc) {
-          at::Tensor t = rnd(sz, ++seed).to(dtype);
-          return nhwc ? t.to(dev).contiguous(cl) : t.to(dev).contiguous();
-        };
-        const at::Tensor x = dev_t({n, k.ci, k.h, k.w}, true), wt = dev_t({k.co, k.ci, k.k, k.k}, true);
-        const at::Tensor b = dev_t({k.co}, false), z = dev_t({n, k.co, oh, ow}, true);
-        const bool relu = variant == 1;
-        const at::Tensor* bp = variant > 0 ? &b : nullptr;
-        const at::Tensor* zp = variant == 2 ? &z : nullptr;
+        const ConvCase cc = conv_case(dtype, n, k.ci, k.co, k.k, k.pad, k.h, k.w, variant, seed);
+        const at::Tensor &x = cc.x, &wt = cc.w, &b = cc.b, &z = cc.z, &ref = cc.ref;
+        const bool relu = cc.relu;
+        const at::Tensor *bp = cc.bias(), *zp = cc.residual();
         REQUIRE(native::wgmma_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
-        auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
-        at::Tensor ref = at::conv2d(d(x), d(wt), variant > 0 ? d(b) : at::Tensor(), 1, k.pad);
-        if (zp) ref = ref + d(z);
-        if (relu) ref = at::relu(ref);
         CHECK(ref.abs().max().item<double>() > 0.1);  // content
         at::Tensor yc = at::conv2d(x, wt, variant > 0 ? b : at::Tensor(), 1, k.pad);  // cuDNN, same precision
         if (zp) yc = yc + z;
