@@ -652,12 +652,17 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
   struct K {
     int64_t ci, co, k, pad, h, w;
   };
-  // one image row of 256 pixels per tile (w >= 129: the row reused for every kernel column,
-  // partial tiles at the row's end) and several rows per tile (w <= 128); 1x1; padding 0; two
-  // and eight 64-channel blocks; C_in 32 in float32 only (a 128-byte block is 64 bf16)
-  const std::vector<K> ks{{64, 64, 3, 1, 13, 300}, {64, 64, 3, 1, 9, 37},  {128, 128, 3, 1, 7, 260},
-                          {64, 128, 1, 0, 11, 40}, {256, 64, 3, 1, 5, 520}, {64, 64, 3, 0, 10, 270},
-                          {32, 64, 3, 1, 6, 140},  {64, 512, 3, 1, 4, 17},  {128, 64, 5, 2, 6, 258}};
+  // The tile kernel: one image row of 256 pixels per tile (w >= 129: the row reused for every
+  // kernel column, partial tiles at the row's end) and several rows per tile (w <= 128); 1x1;
+  // padding 0; two and eight 64-channel blocks; C_in 32 in float32 only (a 128-byte block is 64
+  // bf16). The rows kernel, where it applies (3x3, padding 1, C_in one or two blocks, C_out 64
+  // or 128): columns cut at the image's edge, images narrower than a column, half-columns
+  // entirely outside, 128 outputs, and (100 x 520, two images: 600 rows over the multiprocessors)
+  // runs of several rows that cross columns and images.
+  const std::vector<K> ks{{64, 64, 3, 1, 13, 300}, {64, 64, 3, 1, 9, 37},   {128, 128, 3, 1, 7, 260},
+                          {64, 128, 1, 0, 11, 40}, {256, 64, 3, 1, 5, 520},  {64, 64, 3, 0, 10, 270},
+                          {32, 64, 3, 1, 6, 140},  {64, 512, 3, 1, 4, 17},   {128, 64, 5, 2, 6, 258},
+                          {64, 128, 3, 1, 5, 520}, {128, 64, 3, 1, 6, 513},  {64, 64, 3, 1, 100, 520}};
   uint64_t seed = 200;
   for (auto dtype : {at::kFloat, at::kBFloat16})
     for (const K& k : ks)
@@ -682,12 +687,17 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
         const double ec = rel_err(yc, ref);
         // TF32 products (10-bit mantissas) summed in float32; bf16: the output's rounding too
         const double tol = dtype == at::kFloat ? 5e-3 : 1e-2;
-        for (int variant_k = 0; variant_k < 3; ++variant_k) {  // 0: default; 1: one load per tap; 2: TF32 truncated
+        const bool rows = native::wgmma_rows_applies(x, wt, {k.pad, k.pad});
+        // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel
+        for (int variant_k = 0; variant_k < 4; ++variant_k) {
           if (variant_k == 2 && dtype != at::kFloat) continue;
-          const bool reuse = variant_k != 1, round = variant_k != 2;
+          if (variant_k == 3 && !rows) continue;
+          native::WgmmaVariant v;
+          v.row_reuse = variant_k != 1, v.round_tf32 = variant_k != 2;
+          v.kernel = variant_k == 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
           // poison: the caching allocator hands the output a block just filled with NaN
           { at::Tensor p = at::full({n * k.co * oh * ow + 4096}, std::nan(""), x.options()); }
-          const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, reuse, round);
+          const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, v);
           REQUIRE(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
           CHECK(y.is_contiguous(cl));
           const double e = rel_err(y, ref);
@@ -713,22 +723,47 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
   CHECK_FALSE(native::wgmma_conv_applies(x, w64, {1, 1}, {1, 1}, 1));
   CHECK(native::wgmma_conv_applies(x.to(at::kBFloat16), w64.to(at::kBFloat16), {1, 1}, {1, 1}, 1));
   ctx.setAllowTF32CuDNN(true);
+  // the rows kernel: 3x3, padding 1, C_in 32 or 64 float32 (64 or 128 bf16), C_out 64 or 128
+  CHECK(native::wgmma_rows_applies(x, w64, {1, 1}));
+  CHECK(native::wgmma_rows_applies(x.to(at::kBFloat16), w64.to(at::kBFloat16), {1, 1}));
+  CHECK_FALSE(native::wgmma_rows_applies(x, w64, {0, 0}));
+  CHECK_FALSE(native::wgmma_rows_applies(x, f32(rnd({64, 64, 5, 5}, 7)), {2, 2}));
+  CHECK_FALSE(native::wgmma_rows_applies(f32(rnd({1, 128, 8, 8}, 8)), f32(rnd({64, 128, 3, 3}, 9)), {1, 1}));
+  CHECK_FALSE(native::wgmma_rows_applies(x, f32(rnd({256, 64, 3, 3}, 10)), {1, 1}));
+  CHECK_THROWS_AS(native::wgmma_conv(x, w64, nullptr, nullptr, false, {0, 0}, {true, true, native::WgmmaKernel::rows}),
+                  Error);
+  // into a given output: written there; one of another shape or layout is refused
+  at::Tensor out = at::full({1, 64, 8, 8}, std::nan(""), x.options()).contiguous(cl);
+  const at::Tensor yo = native::wgmma_conv(x, w64, nullptr, nullptr, false, {1, 1}, {}, &out);
+  CHECK(yo.data_ptr() == out.data_ptr());
+  CHECK(rel_err(out, at::conv2d(x.to(at::kDouble), w64.to(at::kDouble), {}, 1, 1)) < 5e-3);
+  at::Tensor small = at::empty({1, 64, 8, 7}, x.options()).contiguous(cl), nchw = at::empty({1, 64, 8, 8}, x.options());
+  CHECK_THROWS_AS(native::wgmma_conv(x, w64, nullptr, nullptr, false, {1, 1}, {}, &small), Error);
+  CHECK_THROWS_AS(native::wgmma_conv(x, w64, nullptr, nullptr, false, {1, 1}, {}, &nchw), Error);
 
-  // In the executor (the option on): DnCNN and DRUNet run their wide convolutions as the kernel, to float64
-  // accuracy as with cuDNN, and equal to the option off; replayed in the CUDA graph.
+  // In the executor (the option on): DnCNN and DRUNet run their wide convolutions as the kernels, to
+  // float64 accuracy as with cuDNN, and equal to the option off; replayed in the CUDA graph. Without
+  // autotune the kernels always run; with it each layout times them against cuDNN's choice (the
+  // notes give both) and the faster runs.
   const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 4, {1, 3, 40, 300}, {}},
                                {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 280}, {}}};
   for (const auto& c : nets)
-    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (auto dtype : {at::kFloat, at::kBFloat16})
+      for (bool timed : {false, true}) {
       CAPTURE(c.arch);
       CAPTURE(c10::toString(dtype));
+      CAPTURE(timed);
       const auto [g, wts, xin, ref64] = prepare(c, 51, 0.2);
       NativeOptions on;
       on.wgmma_convs = true;
+      on.autotune = timed;
       auto nat = make_native(g, wts, dev, dtype, c.shape, on);
       const std::string notes = notes_of(*nat);
-      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
-      CHECK(notes.find("run as pnp's Hopper kernel") != std::string::npos);
+      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << (timed ? " timed" : "") << ": " << notes);
+      if (timed && native_has_cudnn_epilogues())
+        CHECK(notes.find("pnp's Hopper kernel ") != std::string::npos);  // a layout's time
+      else
+        CHECK(notes.find("run as pnp's Hopper kernel") != std::string::npos);
       auto cudnn = make_native(g, wts, dev, dtype, c.shape);  // the default: cuDNN
       CHECK(notes_of(*cudnn).find("Hopper kernel") == std::string::npos);
       const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);

@@ -67,6 +67,19 @@ TEST_CASE("plan cache: a stored choice reads back exactly, keyed by environment 
   CHECK(r->graph_ms == c.graph_ms);  // 17 digits: the same double
   CHECK(r->generic_ms == c.generic_ms);
   CHECK(r->plan == c.plan);
+  CHECK_FALSE(r->pnp);
+  CHECK(std::isnan(r->pnp_ms));
+  // pnp's kernel chosen over cuDNN's side (here the graph, whose plan is kept for executors
+  // without the kernel)
+  PlanChoice with_pnp = c;
+  with_pnp.pnp = true, with_pnp.pnp_ms = 4.125;
+  REQUIRE(cache.store(layout + " pnp", with_pnp));
+  const auto wp = cache.load(layout + " pnp");
+  REQUIRE(wp.has_value());
+  CHECK(wp->pnp);
+  CHECK(wp->pnp_ms == 4.125);
+  CHECK(wp->graph);
+  CHECK(wp->plan == c.plan);
   // the generic ops, with NaN times (a layout cuDNN had no plan for)
   PlanChoice ops;
   ops.engine = "none (no plan builds)";
@@ -122,6 +135,13 @@ TEST_CASE("plan cache: damaged entries are misses with a reason; an unwritable d
   miss_with(good + "x", "trailing");
   miss_with("", "not a plan cache entry");
   miss_with("garbage\n", "not a plan cache entry");
+  // an entry of the first format (no pnp arm) is a miss: chosen again
+  std::string v1 = good;
+  v1.replace(0, v1.find('\n'), "pnp-native-plan 1");
+  miss_with(v1, "not a plan cache entry of this version");
+  std::string bad_pnp = good;
+  bad_pnp.replace(bad_pnp.find("\npnp no"), 7, "\npnp 17");
+  miss_with(bad_pnp, "damaged header (pnp)");
   miss_with(good.substr(0, good.find("\nuse ")) + "\n", "damaged header");
   std::string bad_use = good;
   bad_use.replace(bad_use.find("\nuse graph"), 10, "\nuse maybe");

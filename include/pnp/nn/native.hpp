@@ -145,11 +145,13 @@ struct NativeOptions {
   bool narrow_convs = true;
   // CUDA on compute capability 9.0 (Hopper), 2D, bf16 or float32 with TF32 allowed,
   // channels-last: a stride-1 convolution with C_out a multiple of 64 and C_in of 32 (float32)
-  // or 64 (bf16) runs as pnp's own implicit GEMM (src/nn/native/wgmma_conv.hpp), the weights
-  // as wgmma's 64-row operand and 256 output pixels as the wide one, bias, residual and ReLU in
-  // its epilogue; as accurate as cuDNN's TF32 convolutions. Builds with the nvidia-cutlass
-  // headers only. Off by default: slower than cuDNN's choice overall on the H200 (DRUNet 1 ch
-  // 4096² fp32 290.4 against 277.1 ms, bf16 262.2 against 148.5 ms; docs/measurements/2026-12-02e).
+  // or 64 (bf16) may run as pnp's own implicit GEMMs (src/nn/native/wgmma_conv.hpp), the
+  // weights as wgmma's 64-row operand and output pixels as the wide one, bias, residual and
+  // ReLU in the epilogue; as accurate as cuDNN's TF32 convolutions: the persistent rows kernel
+  // for the 3x3, padding-1 layers of 64 (float32) or 64-128 (bf16) input channels, else the tile
+  // kernel. With autotune and the cuDNN graphs each layout is timed against cuDNN's choice and
+  // the faster kept (and stored in the plan cache); without them the kernel always runs. Builds
+  // with the nvidia-cutlass headers only.
   bool wgmma_convs = false;
 };
 

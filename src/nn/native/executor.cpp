@@ -63,8 +63,9 @@ struct Bound {
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up
   bool narrow = false, narrow_used = false;
-  // A convolution whose channels fill 64 x 256 tiles may run as pnp's Hopper kernel
-  // (wgmma_conv.hpp; NativeOptions::wgmma_convs); wgmma_used: it did in the warm-up
+  // A convolution whose channels fill 64 x 256 tiles may run as pnp's Hopper kernels
+  // (wgmma_conv.hpp; NativeOptions::wgmma_convs): chosen by timing with the cuDNN graphs where
+  // those are (epilogue), else always; wgmma_used: it did in the warm-up
   bool wgmma = false, wgmma_used = false;
 };
 
@@ -277,7 +278,7 @@ class NativeImpl final : public NativeExecutor {
     }
 #endif
 #ifdef PNP_HAVE_WGMMA_CONV
-    if (t.wgmma && native::wgmma_conv_applies(x, t.w, s.stride, padding, s.groups, z)) {
+    if (t.wgmma && !t.epilogue && wgmma_applies(s, t, x, z, padding)) {  // (with graphs: timed, epilogue_conv)
       t.wgmma_used = true;
       return native::wgmma_conv(x, t.w, t.has_bias ? &t.b : nullptr, z, s.relu, padding);
     }
@@ -288,6 +289,13 @@ class NativeImpl final : public NativeExecutor {
 #endif
     return generic_conv(s, t, x, z, padding);
   }
+
+#ifdef PNP_HAVE_WGMMA_CONV
+  static bool wgmma_applies(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
+                            const std::vector<int64_t>& padding) {
+    return native::wgmma_conv_applies(x, t.w, s.stride, padding, s.groups, z);
+  }
+#endif
 
   // The convolution and its epilogue without a cuDNN graph: cuDNN's fused ops where they apply,
   // else the convolution, then add_ and relu_.
@@ -352,6 +360,13 @@ class NativeImpl final : public NativeExecutor {
       if (!ready && warmup_run_ == e.run) return {};
       decide_epilogue(key, e, s, t, x, z, y, padding);
     }
+#ifdef PNP_HAVE_WGMMA_CONV
+    if (e.pnp) {
+      native::wgmma_conv(x, t.w, graph_bias(t), z, s.relu, padding, {}, &y);
+      t.wgmma_used = t.wgmma_used || validating_ || from_cache_capture_;
+      return y;
+    }
+#endif
     if (!e.use) return {};
     if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return {};  // (grown when chosen)
     e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
@@ -379,6 +394,10 @@ class NativeImpl final : public NativeExecutor {
     std::shared_ptr<native::EpilogueConv> graph;
     bool use = false, cached = false;  // cached: the choice (and plan) came from the plan cache
     double graph_ms = 0, generic_ms = 0;  // NaN when not timed
+    // pnp's Hopper kernel (wgmma_conv.hpp) runs instead of cuDNN's choice (the graph or the
+    // generic ops); pnp_ms: its time, NaN when not timed (the kernel does not apply)
+    bool pnp = false;
+    double pnp_ms = std::numeric_limits<double>::quiet_NaN();
     std::string shape, engine, why;       // engine: the graph's plan; why: no graph built
     // NativeOptions::parallel_plan_builds: the candidates being built (empty once decided),
     // since warm-up run `run`; build_s: the slowest candidate's build (parallel) or the whole
@@ -428,7 +447,7 @@ class NativeImpl final : public NativeExecutor {
       std::string why;
       if (std::optional<native::PlanChoice> c = cache.load(layout, &why)) {
         try {
-          Epilogue cached = from_cache(*c, spec, x);
+          Epilogue cached = from_cache(*c, spec, x, pnp_allowed(s, t, x, z, padding));
           cached.shape = e.shape;
           ++cache_loaded_;
           return cached;
@@ -454,6 +473,7 @@ class NativeImpl final : public NativeExecutor {
     } catch (const std::exception& ex) {
       const std::string msg = ex.what();
       e.why = msg.substr(0, msg.find('\n'));
+      time_pnp(e, s, t, x, z, y, padding);
       remember(cache, layout, e);
       return e;
     }
@@ -468,14 +488,16 @@ class NativeImpl final : public NativeExecutor {
     return e;
   }
 
-  // A layout's stored choice: the generic ops, or the graph with its plan (serialised, or rebuilt
-  // at its heuristic position on spec's tensors), the workspace grown for it (like: its device).
-  // Throws when cuDNN does not take the plan.
-  Epilogue from_cache(const native::PlanChoice& c, native::EpilogueSpec spec, const at::Tensor& like) {
+  // A layout's stored choice: pnp's kernel (where pnp_ok: the option is on and the kernel takes
+  // the layout), the generic ops, or the graph with its plan (serialised, or rebuilt at its
+  // heuristic position on spec's tensors), the workspace grown for it (like: its device). Throws
+  // when cuDNN does not take the plan.
+  Epilogue from_cache(const native::PlanChoice& c, native::EpilogueSpec spec, const at::Tensor& like, bool pnp_ok) {
     Epilogue e;
     e.cached = true;
-    e.graph_ms = c.graph_ms, e.generic_ms = c.generic_ms, e.engine = c.engine;
-    if (!c.graph) return e;  // the generic ops, as measured when the entry was written
+    e.graph_ms = c.graph_ms, e.generic_ms = c.generic_ms, e.engine = c.engine, e.pnp_ms = c.pnp_ms;
+    e.pnp = c.pnp && pnp_ok;
+    if (!c.graph || e.pnp) return e;  // the generic ops or pnp's kernel, as measured when the entry was written
     if (!c.plan.empty())
       spec.plan = &c.plan;
     else
@@ -504,6 +526,7 @@ class NativeImpl final : public NativeExecutor {
       } catch (const std::exception& ex) {
         const std::string msg = ex.what();
         e.why = msg.substr(0, msg.find('\n'));
+        time_pnp(e, s, t, x, z, y, padding);
         remember(plan_cache(), layout, e);
         return;
       }
@@ -531,7 +554,34 @@ class NativeImpl final : public NativeExecutor {
     });
     e.generic_ms = native::time_on_stream_ms([&] { generic_conv(s, t, x, z, padding); });
     e.use = e.graph_ms < e.generic_ms;
+    time_pnp(e, s, t, x, z, y, padding);
     remember(plan_cache(), layout, e);
+  }
+
+  // Whether pnp's kernel may run this layout: the option on, and a kernel that takes it.
+  bool pnp_allowed(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
+                   const std::vector<int64_t>& padding) const {
+#ifdef PNP_HAVE_WGMMA_CONV
+    return t.wgmma && wgmma_applies(s, t, x, z, padding);
+#else
+    (void)s, (void)t, (void)x, (void)z, (void)padding;
+    return false;
+#endif
+  }
+
+  // pnp's kernel timed on the layout's tensors (y is written) against cuDNN's side as decided
+  // (the graph or the generic ops; the generic ops timed here where no graph was built): e.pnp
+  // when it is faster.
+  void time_pnp(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
+                const std::vector<int64_t>& padding) {
+#ifdef PNP_HAVE_WGMMA_CONV
+    if (!pnp_allowed(s, t, x, z, padding)) return;
+    if (!e.graph) e.generic_ms = native::time_on_stream_ms([&] { generic_conv(s, t, x, z, padding); });
+    e.pnp_ms = native::time_on_stream_ms([&] { native::wgmma_conv(x, t.w, graph_bias(t), z, s.relu, padding, {}, &y); });
+    e.pnp = e.pnp_ms < (e.use ? e.graph_ms : e.generic_ms);
+#else
+    (void)e, (void)s, (void)t, (void)x, (void)z, (void)y, (void)padding;
+#endif
   }
 
   // The plan cache's name for this network's list of layouts: what decides which layouts it
@@ -571,7 +621,7 @@ class NativeImpl final : public NativeExecutor {
       // (a plan by its heuristic position needs the layout's tensors to rebuild: not here)
       if (c->graph && c->plan.empty()) return refuse("layout " + shape + ": a plan cuDNN cannot serialise");
       try {
-        Epilogue e = from_cache(*c, native::EpilogueSpec{}, static_in_);
+        Epilogue e = from_cache(*c, native::EpilogueSpec{}, static_in_, opt_.wgmma_convs);
         e.shape = shape;
         loaded.emplace(layout, std::move(e));
       } catch (const std::exception& ex) {
@@ -629,6 +679,7 @@ class NativeImpl final : public NativeExecutor {
     c.graph = e.use;
     c.engine = e.graph ? e.engine : "none (" + e.why + ")";
     c.graph_ms = e.graph_ms, c.generic_ms = e.generic_ms;
+    c.pnp = e.pnp, c.pnp_ms = e.pnp_ms;
     if (e.use) {
       c.plan = e.graph->serialize();
       c.index = e.graph->index();
@@ -653,7 +704,11 @@ class NativeImpl final : public NativeExecutor {
       else {
         std::snprintf(buf, sizeof buf, ": %s %.3f ms against conv then add_ %.3f ms", e.engine.c_str(), e.graph_ms,
                       e.generic_ms);
-        r += "; " + e.shape + buf + (e.use ? "" : ", the two ops run") + from;
+        r += "; " + e.shape + buf + (e.use || e.pnp ? "" : ", the two ops run") + from;
+      }
+      if (!std::isnan(e.pnp_ms)) {
+        std::snprintf(buf, sizeof buf, ", pnp's Hopper kernel %.3f ms%s", e.pnp_ms, e.pnp ? " (runs)" : "");
+        r += buf;
       }
       if (!e.cached && e.build_s > 0) {  // the plans' build: the slowest candidate (in parallel) or all (serial)
         std::snprintf(buf, sizeof buf, " (plans built in %.3f s%s, waited %.3f s)", e.build_s,

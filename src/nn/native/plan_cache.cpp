@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kMagic = "pnp-native-plan 1";
+constexpr const char* kMagic = "pnp-native-plan 2";  // 2: the pnp kernel arm
 constexpr const char* kNetworkMagic = "pnp-native-network 1";
 
 // A header line "<name> <value>" (the value may hold spaces, never a newline).
@@ -89,20 +89,23 @@ std::optional<PlanChoice> PlanCache::load(const std::string& layout, std::string
   const std::string p = path(layout);
   std::ifstream in(p, std::ios::binary);
   if (!in) return miss("");  // no entry
-  std::string magic, env, lay, use, engine, gms, ems, index, bytes;
-  if (!std::getline(in, magic) || magic != kMagic) return miss(p + ": not a plan cache entry");
-  if (!field(in, "env", env) || !field(in, "layout", lay) || !field(in, "use", use) || !field(in, "engine", engine) ||
-      !field(in, "graph_ms", gms) || !field(in, "generic_ms", ems) || !field(in, "plan_index", index) ||
-      !field(in, "plan_bytes", bytes))
+  std::string magic, env, lay, use, pnp, engine, gms, ems, pms, index, bytes;
+  if (!std::getline(in, magic) || magic != kMagic) return miss(p + ": not a plan cache entry of this version");
+  if (!field(in, "env", env) || !field(in, "layout", lay) || !field(in, "use", use) || !field(in, "pnp", pnp) ||
+      !field(in, "engine", engine) || !field(in, "graph_ms", gms) || !field(in, "generic_ms", ems) ||
+      !field(in, "pnp_ms", pms) || !field(in, "plan_index", index) || !field(in, "plan_bytes", bytes))
     return miss(p + ": damaged header");
   if (env != env_ || lay != one_line(layout)) return miss(p + ": written for another GPU, version or layout");
   if (use != "graph" && use != "ops") return miss(p + ": damaged header (use)");
+  if (pnp != "yes" && pnp != "no") return miss(p + ": damaged header (pnp)");
   PlanChoice c;
   c.graph = use == "graph";
+  c.pnp = pnp == "yes";
   c.engine = engine;
   try {
     c.graph_ms = gms == "nan" ? std::nan("") : std::stod(gms);
     c.generic_ms = ems == "nan" ? std::nan("") : std::stod(ems);
+    c.pnp_ms = pms == "nan" ? std::nan("") : std::stod(pms);
     c.index = std::stoll(index);
     const long long n = std::stoll(bytes);
     if (n < 0 || n > (int64_t{1} << 30)) return miss(p + ": damaged header (plan_bytes)");
@@ -124,8 +127,9 @@ bool PlanCache::store(const std::string& layout, const PlanChoice& c, std::strin
   }
   std::ostringstream out;
   out << kMagic << "\nenv " << env_ << "\nlayout " << one_line(layout) << "\nuse " << (c.graph ? "graph" : "ops")
-      << "\nengine " << one_line(c.engine) << "\ngraph_ms " << ms_text(c.graph_ms) << "\ngeneric_ms "
-      << ms_text(c.generic_ms) << "\nplan_index " << c.index << "\nplan_bytes " << c.plan.size() << "\n";
+      << "\npnp " << (c.pnp ? "yes" : "no") << "\nengine " << one_line(c.engine) << "\ngraph_ms " << ms_text(c.graph_ms)
+      << "\ngeneric_ms " << ms_text(c.generic_ms) << "\npnp_ms " << ms_text(c.pnp_ms) << "\nplan_index " << c.index
+      << "\nplan_bytes " << c.plan.size() << "\n";
   out.write(reinterpret_cast<const char*>(c.plan.data()), static_cast<std::streamsize>(c.plan.size()));
   return write_atomically(dir_, path(layout), out.str(), why);
 }

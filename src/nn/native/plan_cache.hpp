@@ -6,6 +6,9 @@
 // of them (the epilogue choice added 5.2 s to the 5.2 s cold autotuned compile of DRUNet 1 ch
 // 4096², H200, docs/measurements/2026-12-01f).
 //
+// With pnp's Hopper kernels (wgmma_conv.hpp) the choice has a third arm, the kernel, timed
+// against cuDNN's side; an executor without them takes cuDNN's side of the entry.
+//
 // One file per layout: <dir>/<fnv1a(env, layout)>.plan, where env names everything a plan
 // depends on besides the layout (GPU and its compute capability, cuDNN, the frontend, torch,
 // the dtype, TF32) and layout the tensors' sizes and strides, stride, padding and bias. Keyed by
@@ -34,7 +37,9 @@
 namespace pnp::nn::native {
 
 struct PlanChoice {
-  bool graph = false;   // run the layout as the cuDNN graph (else the generic ops)
+  bool graph = false;   // cuDNN's side: run the layout as the cuDNN graph (else the generic ops)
+  bool pnp = false;     // run pnp's Hopper kernel instead (faster than cuDNN's side as timed)
+  double pnp_ms = std::numeric_limits<double>::quiet_NaN();  // its time (NaN: not timed)
   std::string engine;   // the graph's plan name (empty: no graph was built)
   double graph_ms = std::numeric_limits<double>::quiet_NaN(), generic_ms = std::numeric_limits<double>::quiet_NaN();
   // With graph: the frontend's serialised plan, or (for an engine cuDNN cannot serialise) its

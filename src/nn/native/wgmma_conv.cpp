@@ -19,15 +19,37 @@ bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
                                        static_cast<int>(w.size(3)), bf16);
 }
 
+bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding) {
+  return x.dim() == 4 && w.dim() == 4 && padding.size() == 2 &&
+         kernels::wgmma_rows_supported(static_cast<int>(x.size(1)), static_cast<int>(w.size(0)), static_cast<int>(w.size(2)),
+                                       static_cast<int>(w.size(3)), static_cast<int>(padding[0]), static_cast<int>(padding[1]),
+                                       x.scalar_type() == at::kBFloat16);
+}
+
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                      const std::vector<int64_t>& padding, bool row_reuse, bool round_tf32) {
+                      const std::vector<int64_t>& padding, const WgmmaVariant& v, at::Tensor* out) {
   if (!wgmma_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("wgmma_conv: no kernel for this convolution");
+  if (v.kernel == WgmmaKernel::rows && !wgmma_rows_applies(x, w, padding))
+    throw Error("wgmma_conv: the rows kernel does not take this convolution");
   if (b && !bias_for(*b, w))
     throw Error("wgmma_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
-  at::Tensor y = nhwc_conv_output(x, w, padding);
+  at::Tensor y;
+  if (out) {
+    const std::vector<int64_t> shape{x.size(0), w.size(0), x.size(2) + 2 * padding[0] - w.size(2) + 1,
+                                     x.size(3) + 2 * padding[1] - w.size(3) + 1};
+    if (out->sizes().vec() != shape || out->scalar_type() != x.scalar_type() || !nhwc(*out) || !aligned16(*out) ||
+        !out->is_cuda())
+      throw Error("wgmma_conv: the output must be a channels-last, aligned tensor of the output's shape and dtype");
+    y = *out;
+  } else {
+    y = nhwc_conv_output(x, w, padding);
+  }
   kernels::WgmmaConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
-  a.row_reuse = row_reuse, a.round_tf32 = round_tf32;
+  a.row_reuse = v.row_reuse, a.round_tf32 = v.round_tf32;
+  a.kernel = v.kernel == WgmmaKernel::rows    ? kernels::WgmmaConvArgs::Kernel::rows
+             : v.kernel == WgmmaKernel::tiles ? kernels::WgmmaConvArgs::Kernel::tiles
+                                              : kernels::WgmmaConvArgs::Kernel::any;
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("wgmma_conv: the kernel launch failed");
   return y;

@@ -1,8 +1,10 @@
-// pnp's Hopper implicit-GEMM convolution (wgmma_conv_kernels.hpp: the weights as the 64-row
-// operand of wgmma, 256 output pixels as the wide one) on tensors. It takes the 3x3 and 1x1
-// convolutions whose channels fill its tiles (C_out a multiple of 64, C_in of 32 float32 or 64
-// bf16): DRUNet's and DnCNN's 64- to 512-channel layers. CUDA builds with the nvidia-cutlass
-// headers only (PNP_HAVE_WGMMA_CONV), and a GPU of compute capability 9.0 to run it.
+// pnp's Hopper implicit-GEMM convolutions (wgmma_conv_kernels.hpp: the weights as the 64-row
+// operand of wgmma, output pixels as the wide one) on tensors. They take the 3x3 and 1x1
+// convolutions whose channels fill their tiles (C_out a multiple of 64, C_in of 32 float32 or 64
+// bf16): DRUNet's and DnCNN's 64- to 512-channel layers; the persistent rows kernel the 3x3,
+// padding 1 ones with few channels (C_in 64 float32, 64 or 128 bf16; C_out 64 or 128), the
+// full-resolution layers. CUDA builds with the nvidia-cutlass headers only
+// (PNP_HAVE_WGMMA_CONV), and a GPU of compute capability 9.0 to run them.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -10,6 +12,17 @@
 #include <vector>
 
 namespace pnp::nn::native {
+
+// Which kernel (wgmma_conv_kernels.hpp): the rows kernel where it applies, else the tile
+// kernel; or one of them (none where it does not apply).
+enum class WgmmaKernel { any, tiles, rows };
+
+// The kernel's variants (wgmma_conv_kernels.hpp), for tests: row_reuse (the tile kernel),
+// round_tf32, and which kernel.
+struct WgmmaVariant {
+  bool row_reuse = true, round_tf32 = true;
+  WgmmaKernel kernel = WgmmaKernel::any;
+};
 
 // Whether wgmma_conv takes this convolution: CUDA on compute capability 9.0, 2D, float32 with
 // TF32 allowed for cuDNN (at::globalContext().allowTF32CuDNN(): the kernel's products are TF32)
@@ -19,11 +32,14 @@ namespace pnp::nn::native {
 bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
                         const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z = nullptr);
 
-// y = conv(x, w) (+ b) (+ z) (then ReLU) into a new channels-last tensor, on the current CUDA
-// stream; b and z may be null. Throws pnp::Error where wgmma_conv_applies is false, or b is not
-// a contiguous, aligned [C_out] of x's dtype. row_reuse and round_tf32: the kernel's
-// variants (wgmma_conv_kernels.hpp), for tests.
+// Whether the rows kernel takes it (it also needs wgmma_conv_applies).
+bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding);
+
+// y = conv(x, w) (+ b) (+ z) (then ReLU) into a new channels-last tensor, or into *out (channels-
+// last, aligned, of the output's shape and x's dtype), on the current CUDA stream; b and z may be
+// null. Throws pnp::Error where wgmma_conv_applies is false (or the variant's kernel does not
+// apply), b is not a contiguous, aligned [C_out] of x's dtype, or *out is not as above.
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                      const std::vector<int64_t>& padding, bool row_reuse = true, bool round_tf32 = true);
+                      const std::vector<int64_t>& padding, const WgmmaVariant& v = {}, at::Tensor* out = nullptr);
 
 }  // namespace pnp::nn::native

@@ -1,0 +1,296 @@
+// pnp's Hopper convolution down columns of rows (wgmma_conv_kernels.hpp: launch_wgmma_rows, and
+// why). Built for sm_90a only, like wgmma_conv_kernels.cu, whose wgmma operations, descriptors,
+// epilogue and tensor maps it shares (wgmma_sm90.cuh).
+//
+// A 3 x 3 convolution, padding 1, of few input channels (one or two 128-byte blocks: 32 or 64
+// float32, 64 or 128 bf16). One persistent CTA per multiprocessor owns one 64-channel block of
+// the outputs and a run of consecutive output rows of one 256-pixel column of one image:
+//   - its weights (9 taps x the input's blocks x 64 outputs: 144 KiB at most) are loaded once
+//     and stay in shared memory;
+//   - the input rows of its run stream through a ring of stages, each input row loaded once
+//     (256 + 2 pixels, zeros beyond the image: the padding), where a CTA per 64 x 256 tile
+//     loads each input row three times and the weights for every tile;
+//   - two consumer warpgroups, one per 128-pixel half of the column, each hold the 64 x 128
+//     accumulators of three output rows (192 registers a thread). Input row t is kernel row 2
+//     of output row t - 1, row 1 of t and row 0 of t + 1: the products of all three come from
+//     the same stage. Output row t - 1 is then complete; its epilogue runs while the next
+//     stage's products for the two rows still open run on the tensor cores, and only then is
+//     its registers' next row (t + 2) started.
+// So each input row costs one output row of products and one load, and the stores overlap the
+// products of the same warpgroup.
+#include "wgmma_conv_kernels.hpp"
+#include "wgmma_sm90.cuh"
+
+#include <algorithm>
+#include <climits>
+
+namespace pnp::nn::native::kernels {
+
+namespace {
+
+using namespace sm90;
+
+constexpr int kConsumers = 2;                        // warpgroups: one per 128-pixel half
+constexpr int kThreads = 128 * (kConsumers + 1);     // + the loading warpgroup
+constexpr int kTaps = 9;
+constexpr int kLoadRegs = 40, kMmaRegs = 232;        // setmaxnreg: 40 + 2 x 232 <= 512 (3 x 168 at entry)
+constexpr int kHalf = kPx / 2;
+
+template <int CB>  // CB: 128-byte channel blocks of the input (1 or 2)
+struct Layout {
+  static constexpr int kWBytes = kTaps * CB * kABytes;  // 72 or 144 KiB of resident weights
+  static constexpr int kStages = CB == 1 ? 4 : 2;       // input stages of one (row, block) each
+  static constexpr int kSmem = kWBytes + kStages * kBBytes + (2 * kStages + 1) * 8 + 1024;
+};
+
+struct Params {
+  TileOut out;
+  int tiles_w;               // 256-pixel columns per image row
+  long long units;           // output rows of all columns of all images: n x tiles_w x oh
+  int ctas_per_co;           // persistent CTAs per 64-channel block of the outputs
+};
+
+// The stretch of output rows [h0, h0 + len) of column `col` of image `img` that unit u starts,
+// cut at u_end.
+struct Run {
+  int img, col, h0, len;
+};
+__host__ __device__ inline Run run_at(const Params& p, long long u, long long u_end) {
+  const long long line = u / p.out.oh;
+  Run r;
+  r.h0 = static_cast<int>(u - line * p.out.oh);
+  const long long left = u_end - u;
+  r.len = left < p.out.oh - r.h0 ? static_cast<int>(left) : p.out.oh - r.h0;
+  r.col = static_cast<int>(line % p.tiles_w);
+  r.img = static_cast<int>(line / p.tiles_w);
+  return r;
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+using Barrier = cutlass::arch::ClusterTransactionBarrier;
+
+// What a consumer warpgroup keeps beside its accumulators: the stage counter, the stage still
+// to be released once its products are done, and where things are.
+struct Consumer {
+  int it, pending;
+  uint32_t w_base, b_base;  // shared-memory addresses: the weights; stage 0 at this half's pixel 0
+  uint64_t *full, *empty;
+  int wg_tid;
+};
+
+template <int K>
+__device__ __forceinline__ float (&pick(float (&a0)[64], float (&a1)[64], float (&a2)[64]))[64] {
+  if constexpr (K == 0) return a0;
+  else if constexpr (K == 1) return a1;
+  else return a2;
+}
+
+__device__ __forceinline__ void fence(float (&a)[64]) {
+#pragma unroll
+  for (int q = 0; q < 64; ++q) cute::warpgroup_fence_operand(a[q]);
+}
+
+__device__ __forceinline__ void release(const Consumer& cs, int s) {
+  if (cs.wg_tid == 0) Barrier::arrive(&cs.empty[s]);
+}
+
+// kernel row r's three taps of channel block c, from stage s, into acc
+template <class T, int CB>
+__device__ __forceinline__ void mma(const Consumer& cs, float (&acc)[64], int r, int c, int s, bool first) {
+#pragma unroll
+  for (int sx = 0; sx < 3; ++sx)
+    gmma_block<T>(smem_desc(cs.w_base + ((r * 3 + sx) * CB + c) * kABytes), smem_desc(cs.b_base + s * kBBytes + sx * kRow),
+                  acc, first && c == 0 && sx == 0);
+}
+
+// Step t of a run of len rows, P = t % 3, output row i of the run in accumulators a[i % 3]:
+// input row h0 - 1 + t (t <= len + 1) gives row t - 2 its kernel row 2 (a[(P + 1) % 3]), row
+// t - 1 its row 1 (a[(P + 2) % 3]) and row t its row 0 (a[P]); row t - 3, complete since the
+// step before, is stored from a[P] in between. Step len + 2 only stores the last row.
+template <class T, int CB, int CO, int P>
+__device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[64], float (&a2)[64], int t,
+                                     const Run& run, const TileOut& out, int co0, int ow0) {
+  float(&open2)[64] = pick<(P + 1) % 3>(a0, a1, a2);
+  float(&open1)[64] = pick<(P + 2) % 3>(a0, a1, a2);
+  float(&next)[64] = pick<P>(a0, a1, a2);
+  const int len = run.len;
+  if (t > len + 2) return;
+  if (t == len + 2) {
+    cute::warpgroup_wait<0>();
+    fence(next);
+    if (cs.pending >= 0) release(cs, cs.pending);
+    cs.pending = -1;
+    if (t - 3 >= 0 && t - 3 < len) store_row<T, CO>(next, out, cs.wg_tid, co0, run.h0 + t - 3, ow0, run.img);
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < CB; ++c, ++cs.it) {
+    const int s = cs.it % Layout<CB>::kStages;
+    Barrier::wait(&cs.full[s], (cs.it / Layout<CB>::kStages) & 1);
+    fence(open2);
+    fence(open1);
+    cute::warpgroup_arrive();
+    if (t - 2 >= 0 && t - 2 < len) mma<T, CB>(cs, open2, 2, c, s, false);
+    if (t - 1 >= 0 && t - 1 < len) mma<T, CB>(cs, open1, 1, c, s, false);
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<1>();  // all but the products just issued: the stage before is free
+    if (cs.pending >= 0) release(cs, cs.pending);
+    cs.pending = s;
+    if (t < len) {
+      fence(next);
+      if (c == 0 && t - 3 >= 0) store_row<T, CO>(next, out, cs.wg_tid, co0, run.h0 + t - 3, ow0, run.img);
+      cute::warpgroup_arrive();
+      mma<T, CB>(cs, next, 0, c, s, true);
+      cute::warpgroup_commit_batch();
+    } else if (c == 0 && t - 3 >= 0 && t - 3 < len) {
+      fence(next);
+      store_row<T, CO>(next, out, cs.wg_tid, co0, run.h0 + t - 3, ow0, run.img);
+    }
+  }
+}
+#endif
+
+template <class T, int CB, int CO>  // CO: the output's channels (64 or 128)
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_rows_kernel(const __grid_constant__ CUtensorMap tma_w, const __grid_constant__ CUtensorMap tma_x,
+                      const __grid_constant__ CUtensorMap tma_tail, const Params p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = Layout<CB>;
+  constexpr int kStages = L::kStages;
+  constexpr int kBk = kRow / static_cast<int>(sizeof(T));  // channels per block
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* s_w = smem;                 // [tap][block]: 64 x 128 bytes each
+  uint8_t* s_b = smem + L::kWBytes;    // [stage]: 264 x 128 bytes
+  uint64_t* full = reinterpret_cast<uint64_t*>(s_b + kStages * kBBytes);
+  uint64_t* empty = full + kStages;
+  uint64_t* w_full = empty + kStages;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int wg = __shfl_sync(0xffffffff, tid / 128, 0);  // (warp-uniform, for setmaxnreg)
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      Barrier::init(&full[i], 1);
+      Barrier::init(&empty[i], kConsumers);  // one thread of each consumer warpgroup
+    }
+    Barrier::init(w_full, 1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  const int co0 = (static_cast<int>(blockIdx.x) / p.ctas_per_co) * kCo;
+  const long long k = blockIdx.x % p.ctas_per_co;
+  const long long u_begin = p.units * k / p.ctas_per_co, u_end = p.units * (k + 1) / p.ctas_per_co;
+
+  if (wg == kConsumers) {  // the loading warpgroup: one thread issues every copy
+    cutlass::arch::warpgroup_reg_dealloc<kLoadRegs>();
+    if (tid == 128 * kConsumers) {
+      const uint64_t keep = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST);  // weights: every CTA's
+      const uint64_t normal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+      Barrier::arrive_and_expect_tx(w_full, L::kWBytes);
+      for (int t = 0; t < kTaps; ++t)
+        for (int c = 0; c < CB; ++c)
+          cute::SM90_TMA_LOAD_2D::copy(&tma_w, w_full, keep, s_w + (t * CB + c) * kABytes, t * CB * kBk + c * kBk, co0);
+      constexpr uint32_t b_bytes = (kPx + 2) * kRow;
+      const T* z = static_cast<const T*>(p.out.z);
+      int it = 0;
+      for (long long u = u_begin; u < u_end;) {
+        const Run r = run_at(p, u, u_end);
+        const int ow0 = r.col * kPx;
+        // the residual's row of the column into L2 two steps before the epilogue reads it:
+        // from memory, its loads held both warpgroups' products back (DRUNet's 64-channel
+        // residual layers, 4096²: 6.20 against 4.54 ms without a residual, H200)
+        const uint32_t z_bytes = static_cast<uint32_t>(min(kPx, p.out.ow - ow0) * CO * sizeof(T));
+        for (int rho = r.h0 - 1; rho <= r.h0 + r.len; ++rho) {
+          const int o = rho;  // output row i = t - 1, stored at step i + 3 = t + 2
+          if (z && o >= r.h0 && o < r.h0 + r.len) {
+            const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + o) * p.out.ow + ow0) * CO;
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
+          }
+          for (int c = 0; c < CB; ++c, ++it) {
+            const int s = it % kStages;
+            Barrier::wait(&empty[s], ((it / kStages) & 1) ^ 1);
+            Barrier::arrive_and_expect_tx(&full[s], b_bytes);
+            uint8_t* dst = s_b + s * kBBytes;
+            cute::SM90_TMA_LOAD_4D::copy(&tma_x, &full[s], normal, dst, c * kBk, ow0 - 1, rho, r.img);
+            cute::SM90_TMA_LOAD_4D::copy(&tma_tail, &full[s], normal, dst + kPx * kRow, c * kBk, ow0 + kPx - 1, rho, r.img);
+          }
+        }
+        u += r.len;
+      }
+    }
+    return;
+  }
+
+  cutlass::arch::warpgroup_reg_alloc<kMmaRegs>();
+  Consumer cs;
+  cs.it = 0, cs.pending = -1;
+  cs.wg_tid = tid % 128;
+  cs.w_base = cute::cast_smem_ptr_to_uint(s_w);
+  cs.b_base = cute::cast_smem_ptr_to_uint(s_b) + wg * kHalf * kRow;
+  cs.full = full, cs.empty = empty;
+  float a0[64], a1[64], a2[64];
+#pragma unroll
+  for (int q = 0; q < 64; ++q) a0[q] = a1[q] = a2[q] = 0.f;
+  Barrier::wait(w_full, 0);
+  for (long long u = u_begin; u < u_end;) {
+    const Run r = run_at(p, u, u_end);
+    const int ow0 = r.col * kPx + wg * kHalf;
+    for (int t = 0; t <= r.len + 2; t += 3) {
+      step<T, CB, CO, 0>(cs, a0, a1, a2, t, r, p.out, co0, ow0);
+      step<T, CB, CO, 1>(cs, a0, a1, a2, t + 1, r, p.out, co0, ow0);
+      step<T, CB, CO, 2>(cs, a0, a1, a2, t + 2, r, p.out, co0, ow0);
+    }
+    u += r.len;
+  }
+#endif
+}
+
+template <class T, int CB, int CO>
+bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
+  using L = Layout<CB>;
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return false;
+  Params p{};
+  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, 7, 1, a.relu ? 1 : 0};  // each warpgroup's tile: 1 x 128
+  p.tiles_w = (a.ow + kPx - 1) / kPx;
+  p.units = static_cast<long long>(a.n) * p.tiles_w * a.oh;
+  const int co_blocks = a.co / kCo;
+  p.ctas_per_co = static_cast<int>(std::min<long long>(std::max(1, sms / co_blocks), p.units));
+  const long long grid = static_cast<long long>(co_blocks) * p.ctas_per_co;
+  if (grid <= 0 || grid > INT_MAX) return false;
+
+  CUtensorMap mw{}, mx{}, mt{};
+  if (!weight_map<T>(&mw, a.w, a.co, 3, 3, a.ci, a.round_tf32) ||
+      !input_map<T>(&mx, a.x, a.n, a.h, a.w_in, a.ci, kPx, 1, a.round_tf32) ||
+      !input_map<T>(&mt, a.x, a.n, a.h, a.w_in, a.ci, 2, 1, a.round_tf32))
+    return false;
+  static const bool attr =
+      cudaFuncSetAttribute(wgmma_rows_kernel<T, CB, CO>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) == cudaSuccess;
+  if (!attr) return false;
+  wgmma_rows_kernel<T, CB, CO><<<static_cast<unsigned>(grid), kThreads, L::kSmem, stream>>>(mw, mx, mt, p);
+  return cudaGetLastError() == cudaSuccess;
+}
+
+}  // namespace
+
+bool wgmma_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w, bool bf16) {
+  const int bk = bf16 ? 64 : 32;
+  return kh == 3 && kw == 3 && pad_h == 1 && pad_w == 1 && (ci == bk || ci == 2 * bk) && (co == 64 || co == 128) &&
+         wgmma_conv_supported(ci, co, kh, kw, bf16);
+}
+
+bool launch_wgmma_rows(const WgmmaConvArgs& a, void* stream) {
+  if (!wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.bf16)) return false;
+  if (a.n <= 0 || a.oh != a.h || a.ow != a.w_in || a.oh <= 0 || a.ow <= 0) return false;
+  const auto s = static_cast<cudaStream_t>(stream);
+  const bool two = a.ci == 2 * (a.bf16 ? 64 : 32), wide = a.co == 128;
+  if (a.bf16) {
+    if (two) return wide ? launch<__nv_bfloat16, 2, 128>(a, s) : launch<__nv_bfloat16, 2, 64>(a, s);
+    return wide ? launch<__nv_bfloat16, 1, 128>(a, s) : launch<__nv_bfloat16, 1, 64>(a, s);
+  }
+  if (two) return wide ? launch<float, 2, 128>(a, s) : launch<float, 2, 64>(a, s);
+  return wide ? launch<float, 1, 128>(a, s) : launch<float, 1, 64>(a, s);
+}
+
+}  // namespace pnp::nn::native::kernels

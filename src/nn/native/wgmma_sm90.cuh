@@ -1,0 +1,243 @@
+// What pnp's two Hopper convolution kernels share (wgmma_conv_kernels.cu: one 64 x 256 tile per
+// CTA; wgmma_rows_kernels.cu: persistent CTAs down 256-pixel columns): the tile geometry, the
+// wgmma operation per dtype, the shared-memory descriptors, the epilogue, and the tensor maps
+// of the bulk copy engine. Included by those .cu files only (sm_90a device code; CuTe's wgmma
+// and bulk-copy wrappers, CUTLASS's barriers, from the nvidia-cutlass package's headers).
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <cute/arch/copy_sm90_desc.hpp>
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+namespace pnp::nn::native::kernels::sm90 {
+
+constexpr int kPx = 256;                       // output pixels per tile: wgmma N
+constexpr int kCo = 64;                        // output channels per tile: wgmma M
+constexpr int kRow = 128;                      // bytes of one shared-memory row (one pixel or channel)
+constexpr int kMaxK = 9;                       // kernel width bound: 256 + 8 rows of B
+constexpr int kBRows = kPx + kMaxK - 1;        // 264: a multiple of 8 rows keeps each stage 1024-aligned
+constexpr int kABytes = kCo * kRow;            // 8 KiB: one (tap, channel block) of the weights
+constexpr int kBBytes = kBRows * kRow;         // 33 KiB: one input row of 256 + K_w - 1 pixels
+constexpr int kSteps = 4;                      // wgmma K steps of 32 bytes per 128-byte block
+
+template <class T>
+struct Gmma;
+template <>
+struct Gmma<float> {  // TF32 products of float32 operands
+  using Op = cute::SM90::GMMA::MMA_64x256x8_F32TF32TF32_SS_TN<>;
+  using Half = cute::SM90::GMMA::MMA_64x128x8_F32TF32TF32_SS_TN<>;
+  static CUtensorMapDataType type(bool round) { return round ? CU_TENSOR_MAP_DATA_TYPE_TFLOAT32 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32; }
+};
+template <>
+struct Gmma<__nv_bfloat16> {
+  using Op = cute::SM90::GMMA::MMA_64x256x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
+  using Half = cute::SM90::GMMA::MMA_64x128x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K, cute::SM90::GMMA::Major::K>;
+  static CUtensorMapDataType type(bool) { return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; }
+};
+
+// The output tile one warpgroup's accumulators hold, and what the epilogue adds.
+struct TileOut {
+  const void* b;  // bias [C_out] or null
+  const void* z;  // residual like y, or null
+  void* y;
+  int oh, ow, co;          // the output's size (NHWC)
+  int bw_log2, bh;         // the tile's pixels: bh rows of 2^bw_log2
+  int relu;
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a device code only
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// One wgmma into the accumulators d[0], d[1], ...
+template <class Op, int N, size_t... I>
+__device__ __forceinline__ void gmma(uint64_t a, uint64_t b, float (&d)[N], cute::SM90::GMMA::ScaleOut s,
+                                     std::index_sequence<I...>) {
+  Op::fma(a, b, d[I]..., s);
+}
+
+// A K-major operand in 128-byte-swizzled rows, 8-row groups 1024 bytes apart. The hardware
+// takes the swizzle phase from the address itself, so an operand may start at any row (the
+// kernel-column shifts): the descriptor's base-offset field stays 0 (set to the row phase, the
+// results were wrong: H200, docs/measurements/2026-12-02e).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = static_cast<uint16_t>(addr >> 4);
+  d.bitfield.leading_byte_offset_ = 1;  // unused with swizzling
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
+  return d.desc_;
+}
+
+// One 128-byte channel block of the reduction: the four wgmma K steps of 32 bytes (+2 in the
+// descriptors' address fields), accumulating unless `zero` (the first block of a tile); 64 x 256
+// outputs (N = 128 accumulators a thread) or 64 x 128 (N = 64).
+template <class T, int N>
+__device__ __forceinline__ void gmma_block(uint64_t da, uint64_t db, float (&acc)[N], bool zero) {
+  using Op = std::conditional_t<N == 128, typename Gmma<T>::Op, typename Gmma<T>::Half>;
+#pragma unroll
+  for (int k = 0; k < kSteps; ++k)
+    gmma<Op>(da + 2 * k, db + 2 * k, acc,
+             (zero && k == 0) ? cute::SM90::GMMA::ScaleOut::Zero : cute::SM90::GMMA::ScaleOut::One,
+             std::make_index_sequence<N>{});
+}
+
+// The epilogue of one warpgroup's 64 x 2N tile at (co0, oh0, ow0) of image img: + bias,
+// + residual, ReLU, one store. Thread (warp w, lane l of the warpgroup) holds channels
+// 16w + l/4 (+ 8) of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored.
+template <class T, int N>
+__device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0,
+                                           int ow0, int img) {
+  const int w = wg_tid >> 5, l = wg_tid & 31;
+  const T* bias = static_cast<const T*>(p.b);
+  const T* z = static_cast<const T*>(p.z);
+  T* y = static_cast<T*>(p.y);
+  int co[2];
+  float bv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    co[i] = co0 + 16 * w + (l >> 2) + 8 * i;
+    bv[i] = bias ? to_f(bias[co[i]]) : 0.f;
+  }
+  const int bw_mask = (1 << p.bw_log2) - 1;
+  const bool inside = oh0 + p.bh <= p.oh && ow0 + bw_mask + 1 <= p.ow;  // the whole tile in the image
+  auto index = [&](int j, int e, int i, bool& ok) {
+    const int q = 8 * j + 2 * (l & 3) + e;
+    const int oh = oh0 + (q >> p.bw_log2), ow = ow0 + (q & bw_mask);
+    ok = inside || (oh < p.oh && ow < p.ow);
+    return ((static_cast<size_t>(img) * p.oh + oh) * p.ow + ow) * p.co + co[i];
+  };
+  // 16 pixels at a time: the chunk's 8 residual loads are issued before the first is used
+  // (one after the other, each waiting on memory, they cost the 128-channel layers 75 %:
+  // H200, docs/measurements/2026-12-02e)
+#pragma unroll
+  for (int jc = 0; jc < N / 8; ++jc) {
+    float zv[8];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          bool ok;
+          const size_t idx = index(2 * jc + jj, e, i, ok);
+          zv[4 * jj + 2 * i + e] = z && ok ? to_f(z[idx]) : 0.f;
+        }
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          bool ok;
+          const int j = 2 * jc + jj;
+          const size_t idx = index(j, e, i, ok);
+          float v = acc[4 * j + 2 * i + e] + bv[i] + zv[4 * jj + 2 * i + e];
+          if (p.relu) v = fmaxf(v, 0.f);
+          if (ok) y[idx] = from_f<T>(v);
+        }
+  }
+}
+
+// The epilogue of one warpgroup's 64 x 2N tile of one output row (o, from pixel ow0) of image
+// img, as store_tile, for an output of CO channels known at compile time: every access is the
+// row's base plus a constant, so the epilogue needs few registers beside the accumulators (the
+// persistent kernel holds three tiles' of them).
+template <class T, int CO, int N>
+__device__ __forceinline__ void store_row(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
+                                          int img) {
+  const int w = wg_tid >> 5, l = wg_tid & 31;
+  const int c = co0 + 16 * w + (l >> 2);
+  const size_t at = ((static_cast<size_t>(img) * p.oh + o) * p.ow + ow0 + 2 * (l & 3)) * CO + c;
+  T* y = static_cast<T*>(p.y) + at;
+  const T* z = p.z ? static_cast<const T*>(p.z) + at : nullptr;
+  const T* bias = static_cast<const T*>(p.b);
+  const float b0 = bias ? to_f(bias[c]) : 0.f, b8 = bias ? to_f(bias[c + 8]) : 0.f;
+  const int n = p.ow - ow0 - 2 * (l & 3);  // this thread's pixels 0, 1, 8, 9, ... lie in the image below n
+  const bool relu = p.relu;
+  // pixels 8j + 2(l%4) + e: acc[4j + 2i + e], channel c + 8i; 16 pixels at a time, their
+  // residual loads first
+#pragma unroll
+  for (int jc = 0; jc < N / 8; ++jc) {
+    float zv[8];
+#pragma unroll
+    for (int v = 0; v < 8; ++v) {
+      const int q = 16 * jc + 8 * (v >> 2) + (v & 1), i = (v >> 1) & 1;
+      zv[v] = z && q < n ? to_f(z[q * CO + 8 * i]) : 0.f;
+    }
+#pragma unroll
+    for (int v = 0; v < 8; ++v) {
+      const int q = 16 * jc + 8 * (v >> 2) + (v & 1), i = (v >> 1) & 1;
+      float r = acc[8 * jc + v] + (i ? b8 : b0) + zv[v];
+      if (relu) r = fmaxf(r, 0.f);
+      if (q < n) y[q * CO + 8 * i] = from_f<T>(r);
+    }
+  }
+}
+#endif
+
+// The driver's tensor-map encoder (null when the driver has none).
+inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// A tiled tensor map with the 128-byte swizzle (the wgmma operands' layout); out-of-range
+// coordinates read as zeros.
+inline bool encode(CUtensorMap* m, CUtensorMapDataType type, cuuint32_t rank, const void* addr, const cuuint64_t* dims,
+                   const cuuint64_t* strides, const cuuint32_t* box) {
+  const cuuint32_t ones[5] = {1, 1, 1, 1, 1};
+  auto fn = encoder();
+  return fn && fn(m, type, rank, const_cast<void*>(addr), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The weights as a 2D map [C_out][K_h K_w C_in] with boxes of 64 outputs x 128 bytes, and the
+// input as a 4D map [N][H][W][C_in] with boxes of 128 bytes of channels x bw pixels x bh rows.
+template <class T>
+inline bool weight_map(CUtensorMap* m, const void* w, int co, int kh, int kw, int ci, bool round) {
+  constexpr cuuint64_t es = sizeof(T);
+  const cuuint64_t k_total = static_cast<cuuint64_t>(kh) * kw * ci;
+  const cuuint64_t d[2] = {k_total, static_cast<cuuint64_t>(co)}, s[1] = {k_total * es};
+  const cuuint32_t b[2] = {static_cast<cuuint32_t>(kRow / es), kCo};
+  return encode(m, Gmma<T>::type(round), 2, w, d, s, b);
+}
+template <class T>
+inline bool input_map(CUtensorMap* m, const void* x, int n, int h, int w, int ci, int box_w, int box_h, bool round) {
+  constexpr cuuint64_t es = sizeof(T);
+  const cuuint64_t d[4] = {static_cast<cuuint64_t>(ci), static_cast<cuuint64_t>(w), static_cast<cuuint64_t>(h),
+                           static_cast<cuuint64_t>(n)};
+  const cuuint64_t s[3] = {ci * es, ci * es * w, ci * es * w * h};
+  const cuuint32_t b[4] = {static_cast<cuuint32_t>(kRow / es), static_cast<cuuint32_t>(box_w), static_cast<cuuint32_t>(box_h), 1};
+  return encode(m, Gmma<T>::type(round), 4, x, d, s, b);
+}
+
+}  // namespace pnp::nn::native::kernels::sm90
