@@ -656,13 +656,15 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
   // kernel column, partial tiles at the row's end) and several rows per tile (w <= 128); 1x1;
   // padding 0; two and eight 64-channel blocks; C_in 32 in float32 only (a 128-byte block is 64
   // bf16). The rows kernel, where it applies (3x3, padding 1, C_in one or two blocks, C_out 64
-  // or 128): columns cut at the image's edge, images narrower than a column, half-columns
-  // entirely outside, 128 outputs, and (100 x 520, two images: 600 rows over the multiprocessors)
-  // runs of several rows that cross columns and images.
+  // or 128, width a multiple of 128): a width of one half-column (the other half outside), of
+  // one and a half and of several columns, 128 outputs, runs of one row, and (100 x 512, two
+  // images: 400 rows over the multiprocessors) runs of several rows that cross columns and images.
   const std::vector<K> ks{{64, 64, 3, 1, 13, 300}, {64, 64, 3, 1, 9, 37},   {128, 128, 3, 1, 7, 260},
                           {64, 128, 1, 0, 11, 40}, {256, 64, 3, 1, 5, 520},  {64, 64, 3, 0, 10, 270},
                           {32, 64, 3, 1, 6, 140},  {64, 512, 3, 1, 4, 17},   {128, 64, 5, 2, 6, 258},
-                          {64, 128, 3, 1, 5, 520}, {128, 64, 3, 1, 6, 513},  {64, 64, 3, 1, 100, 520}};
+                          {64, 64, 3, 1, 13, 384}, {32, 64, 3, 1, 6, 128},   {64, 128, 3, 1, 5, 512},
+                          {128, 64, 3, 1, 6, 640}, {128, 128, 3, 1, 7, 256}, {64, 64, 3, 1, 100, 512},
+                          {64, 64, 3, 1, 1, 256}};
   uint64_t seed = 200;
   for (auto dtype : {at::kFloat, at::kBFloat16})
     for (const K& k : ks)
@@ -723,14 +725,17 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
   CHECK_FALSE(native::wgmma_conv_applies(x, w64, {1, 1}, {1, 1}, 1));
   CHECK(native::wgmma_conv_applies(x.to(at::kBFloat16), w64.to(at::kBFloat16), {1, 1}, {1, 1}, 1));
   ctx.setAllowTF32CuDNN(true);
-  // the rows kernel: 3x3, padding 1, C_in 32 or 64 float32 (64 or 128 bf16), C_out 64 or 128
-  CHECK(native::wgmma_rows_applies(x, w64, {1, 1}));
-  CHECK(native::wgmma_rows_applies(x.to(at::kBFloat16), w64.to(at::kBFloat16), {1, 1}));
-  CHECK_FALSE(native::wgmma_rows_applies(x, w64, {0, 0}));
-  CHECK_FALSE(native::wgmma_rows_applies(x, f32(rnd({64, 64, 5, 5}, 7)), {2, 2}));
-  CHECK_FALSE(native::wgmma_rows_applies(f32(rnd({1, 128, 8, 8}, 8)), f32(rnd({64, 128, 3, 3}, 9)), {1, 1}));
-  CHECK_FALSE(native::wgmma_rows_applies(x, f32(rnd({256, 64, 3, 3}, 10)), {1, 1}));
-  CHECK_THROWS_AS(native::wgmma_conv(x, w64, nullptr, nullptr, false, {0, 0}, {true, true, native::WgmmaKernel::rows}),
+  // the rows kernel: 3x3, padding 1, C_in 32 or 64 float32 (64 or 128 bf16), C_out 64 or 128,
+  // width a multiple of 128
+  CHECK_FALSE(native::wgmma_rows_applies(x, w64, {1, 1}));  // 8 wide
+  const at::Tensor x128 = f32(rnd({1, 64, 4, 128}, 11));
+  CHECK(native::wgmma_rows_applies(x128, w64, {1, 1}));
+  CHECK(native::wgmma_rows_applies(x128.to(at::kBFloat16), w64.to(at::kBFloat16), {1, 1}));
+  CHECK_FALSE(native::wgmma_rows_applies(x128, w64, {0, 0}));
+  CHECK_FALSE(native::wgmma_rows_applies(x128, f32(rnd({64, 64, 5, 5}, 7)), {2, 2}));
+  CHECK_FALSE(native::wgmma_rows_applies(f32(rnd({1, 128, 8, 128}, 8)), f32(rnd({64, 128, 3, 3}, 9)), {1, 1}));
+  CHECK_FALSE(native::wgmma_rows_applies(x128, f32(rnd({256, 64, 3, 3}, 10)), {1, 1}));
+  CHECK_THROWS_AS(native::wgmma_conv(x, w64, nullptr, nullptr, false, {1, 1}, {true, true, native::WgmmaKernel::rows}),
                   Error);
   // into a given output: written there; one of another shape or layout is refused
   at::Tensor out = at::full({1, 64, 8, 8}, std::nan(""), x.options()).contiguous(cl);
@@ -764,7 +769,9 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
         CHECK(notes.find("pnp's Hopper kernel ") != std::string::npos);  // a layout's time
       else
         CHECK(notes.find("run as pnp's Hopper kernel") != std::string::npos);
-      auto cudnn = make_native(g, wts, dev, dtype, c.shape);  // the default: cuDNN
+      NativeOptions off;
+      off.wgmma_convs = false;
+      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);  // cuDNN
       CHECK(notes_of(*cudnn).find("Hopper kernel") == std::string::npos);
       const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
       const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;

@@ -80,8 +80,8 @@ rows = []
 print(torch.cuda.get_device_name(), torch.__version__, "cuDNN", torch.backends.cudnn.version(), flush=True)
 fails = 0
 # correctness: odd sizes, partial columns, several images, both channel blocks, 64 and 128 outputs
-checks = [(2, 64, 64, 13, 300), (1, 64, 64, 37, 129), (3, 64, 64, 5, 64), (1, 32, 64, 9, 520), (2, 64, 128, 7, 260),
-          (1, 128, 128, 11, 257), (1, 128, 64, 6, 513)]
+checks = [(2, 64, 64, 13, 384), (1, 64, 64, 37, 128), (3, 64, 64, 5, 256), (1, 32, 64, 9, 512), (2, 64, 128, 7, 256),
+          (1, 128, 128, 11, 640), (1, 128, 64, 6, 512), (2, 64, 64, 100, 512), (1, 64, 64, 1, 256)]
 seed = 1
 for dtype in (torch.float32, torch.bfloat16):
     bk = 32 if dtype == torch.float32 else 64

@@ -151,8 +151,10 @@ struct NativeOptions {
   // for the 3x3, padding-1 layers of 64 (float32) or 64-128 (bf16) input channels, else the tile
   // kernel. With autotune and the cuDNN graphs each layout is timed against cuDNN's choice and
   // the faster kept (and stored in the plan cache); without them the kernel always runs. Builds
-  // with the nvidia-cutlass headers only.
-  bool wgmma_convs = false;
+  // with the nvidia-cutlass headers only. On by default since 2026-12-03 (timed, it can only
+  // win: DnCNN 3 ch 2048² 24.996 -> 22.784 ms, DRUNet 1 ch 4096² 282.5 -> 274.7 ms fp32 and
+  // 149.6 -> 142.4 ms bf16 with the first rows kernel, H200, docs/measurements/2026-12-03).
+  bool wgmma_convs = true;
 };
 
 // Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.

@@ -20,7 +20,7 @@ bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 }
 
 bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding) {
-  return x.dim() == 4 && w.dim() == 4 && padding.size() == 2 &&
+  return x.dim() == 4 && w.dim() == 4 && padding.size() == 2 && x.size(3) % 128 == 0 &&
          kernels::wgmma_rows_supported(static_cast<int>(x.size(1)), static_cast<int>(w.size(0)), static_cast<int>(w.size(2)),
                                        static_cast<int>(w.size(3)), static_cast<int>(padding[0]), static_cast<int>(padding[1]),
                                        x.scalar_type() == at::kBFloat16);

@@ -2,8 +2,8 @@
 // operand of wgmma, output pixels as the wide one) on tensors. They take the 3x3 and 1x1
 // convolutions whose channels fill their tiles (C_out a multiple of 64, C_in of 32 float32 or 64
 // bf16): DRUNet's and DnCNN's 64- to 512-channel layers; the persistent rows kernel the 3x3,
-// padding 1 ones with few channels (C_in 64 float32, 64 or 128 bf16; C_out 64 or 128), the
-// full-resolution layers. CUDA builds with the nvidia-cutlass headers only
+// padding 1 ones with few channels (C_in 32 or 64 float32, 64 or 128 bf16; C_out 64 or 128) on
+// images whose width is a multiple of 128: the full-resolution layers. CUDA builds with the nvidia-cutlass headers only
 // (PNP_HAVE_WGMMA_CONV), and a GPU of compute capability 9.0 to run them.
 #pragma once
 

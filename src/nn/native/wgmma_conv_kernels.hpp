@@ -37,7 +37,8 @@ bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16);
 bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream);
 
 // The persistent kernel down columns of rows (wgmma_rows_kernels.cu): 3 x 3, padding 1, C_in one
-// or two 128-byte blocks (32 or 64 float32, 64 or 128 bf16), C_out 64 or 128. Each CTA keeps
+// or two 128-byte blocks (32 or 64 float32, 64 or 128 bf16), C_out 64 or 128; and (the
+// launcher's own check) an image width that is a multiple of 128. Each CTA keeps
 // its 64 outputs' weights in shared memory and streams a run of input rows once, each row's
 // products going to the three output rows it meets, where the tile kernel loads the weights
 // for every 256 pixels and each input row three times (the L2 traffic that kept it
