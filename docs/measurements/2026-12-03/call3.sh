@@ -4,7 +4,7 @@
 # kernels harness while everything builds; test_native on the GPU; nn_time, pnp's kernels on
 # (the default now) against off (cfagbeG), with profiles; side by side in one call (pnp_bench):
 # DRUNet 1 ch 4096² and DnCNN / UNet 3 ch 2048², eager, native and deepinv 0.5.0 under
-# torch.compile; DRUNet fp32's compile with the plan cache (cold, twice cached); the quick GPU check.
+# torch.compile; DRUNet fp32's compile with the plan cache (cold, then cached); the quick GPU check.
 #   bash docs/measurements/2026-12-03/call3.sh   (device machine, repository root; carry .deps .kdev .whl)
 set -uo pipefail
 out=${OUT:?}
@@ -20,7 +20,7 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
   wait
   grep -E "FAIL|checks:|variant|rc=" "$out/kernels3.log"
   stamp test_native
-  timeout 150 $b/test_native > "$out/1_test_native.log" 2>&1
+  timeout 120 $b/test_native > "$out/1_test_native.log" 2>&1
   echo "rc=$?"
   grep -E "ERROR|FAILED|test cases|assertions" "$out/1_test_native.log" | head -30
 } 2>&1 | tee "$out/1_build_test.log"
@@ -40,8 +40,8 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
   nt drunet 1 4096x4096 --dtype bfloat16 --profile 3
   nt drunet 1 4096x4096 --dtype bfloat16 --native cfagbeG
   rm -rf /tmp/pc
-  for run in cold cached cached; do nt drunet 1 4096x4096 --native cfagbeGwp --cache /tmp/pc; done
-  grep -E "compiled from the plan cache" "$out/2_ab_full.log" | tail -2 | cut -c1-300
+  for run in cold cached; do nt drunet 1 4096x4096 --native cfagbeGwp --cache /tmp/pc; done
+  grep -E "compiled from the plan cache" "$out/2_ab_full.log" | tail -1 | cut -c1-300
   stamp done
 } 2>&1 | tee "$out/2_ab.log"
 . scripts/device_env.sh  # (the carried .debs: toml++ for pnp_bench)
