@@ -159,55 +159,39 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
   }
 }
 
-// One warpgroup's 64 x 2N tile of one output row (o, from pixel ow0) of image img, for an output
-// of CO channels known at compile time (every access is the row's base plus a constant, so few
-// registers are needed beside the accumulators: the persistent kernel holds three tiles' of
-// them). Thread (warp w, lane l of the warpgroup) holds channels c = 16w + l/4 (+ 8) of pixels
-// 8j + 2(l%4) (+ 1): acc[4j + 2i + e] is channel c + 8i of pixel 8j + 2(l%4) + e. The tile lies
-// wholly inside the image or wholly outside (`inside`): the output's width is a multiple of 2N
-// (a mask per value costs the registers the accumulators need: ptxas spilled).
-template <int CO>
-struct RowTile {
-  int c;
-  bool inside;
-  size_t at;    // the element of its first channel at its first pixel
-  __device__ __forceinline__ RowTile(const TileOut& p, int wg_tid, int co0, int o, int ow0, int img) {
-    const int w = wg_tid >> 5, l = wg_tid & 31;
-    c = co0 + 16 * w + (l >> 2);
-    at = ((static_cast<size_t>(img) * p.oh + o) * p.ow + ow0 + 2 * (l & 3)) * CO + c;
-    inside = ow0 < p.ow;
-  }
-  // acc[v]'s offset from `at`
-  static __device__ __forceinline__ int offset(int v) { return (8 * (v >> 2) + (v & 1)) * CO + 8 * ((v >> 1) & 1); }
-};
-
-// The accumulators' start: the bias (+ the residual), onto which the products accumulate. All
-// of a thread's loads are in flight at once (into the accumulators themselves), where loading
-// the residual in the epilogue, a few values at a time for want of registers, waited on memory
-// once per few values (DRUNet's 64-channel residual layers, 4096²: 6.20 ms against 4.54 without
-// a residual, H200, docs/measurements/2026-12-03). Written whether or not the row is one
-// (`real`): no residual is read for one that is not.
+// The epilogue of one warpgroup's 64 x 2N tile of one output row (o, from pixel ow0) of image
+// img, as store_tile, for an output of CO channels known at compile time: every access is the
+// row's base plus a constant, so the epilogue needs few registers beside the accumulators (the
+// persistent kernel holds three tiles' of them).
 template <class T, int CO, int N>
-__device__ __forceinline__ void start_row(float (&acc)[N], const TileOut& p, const RowTile<CO>& r, bool real) {
+__device__ __forceinline__ void store_row(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
+                                          int img) {
+  const int w = wg_tid >> 5, l = wg_tid & 31;
+  const int c = co0 + 16 * w + (l >> 2);
+  const size_t at = ((static_cast<size_t>(img) * p.oh + o) * p.ow + ow0 + 2 * (l & 3)) * CO + c;
+  T* y = static_cast<T*>(p.y) + at;
+  const T* z = p.z ? static_cast<const T*>(p.z) + at : nullptr;
   const T* bias = static_cast<const T*>(p.b);
-  const float b0 = bias ? to_f(bias[r.c]) : 0.f, b8 = bias ? to_f(bias[r.c + 8]) : 0.f;
-  const T* z = p.z && real && r.inside ? static_cast<const T*>(p.z) + r.at : nullptr;
+  const float b0 = bias ? to_f(bias[c]) : 0.f, b8 = bias ? to_f(bias[c + 8]) : 0.f;
+  const int n = p.ow - ow0 - 2 * (l & 3);  // this thread's pixels 0, 1, 8, 9, ... lie in the image below n
+  const bool relu = p.relu;
+  // pixels 8j + 2(l%4) + e: acc[4j + 2i + e], channel c + 8i; 16 pixels at a time, their
+  // residual loads first
 #pragma unroll
-  for (int v = 0; v < N; ++v) acc[v] = z ? to_f(z[RowTile<CO>::offset(v)]) : 0.f;
+  for (int jc = 0; jc < N / 8; ++jc) {
+    float zv[8];
 #pragma unroll
-  for (int v = 0; v < N; ++v) acc[v] += ((v >> 1) & 1) ? b8 : b0;
-}
-
-// The epilogue: the ReLU (when asked) and one store of each value.
-template <class T, int CO, int N>
-__device__ __forceinline__ void store_row(float (&acc)[N], const TileOut& p, const RowTile<CO>& r) {
-  if (!r.inside) return;
-  T* y = static_cast<T*>(p.y) + r.at;
-  const float lo = p.relu ? 0.f : -INFINITY;
+    for (int v = 0; v < 8; ++v) {
+      const int q = 16 * jc + 8 * (v >> 2) + (v & 1), i = (v >> 1) & 1;
+      zv[v] = z && q < n ? to_f(z[q * CO + 8 * i]) : 0.f;
+    }
 #pragma unroll
-  for (int v = 0; v < N; ++v) {
-    acc[v] = fmaxf(acc[v], lo);
-    y[RowTile<CO>::offset(v)] = from_f<T>(acc[v]);
+    for (int v = 0; v < 8; ++v) {
+      const int q = 16 * jc + 8 * (v >> 2) + (v & 1), i = (v >> 1) & 1;
+      float r = acc[8 * jc + v] + (i ? b8 : b0) + zv[v];
+      if (relu) r = fmaxf(r, 0.f);
+      if (q < n) y[q * CO + 8 * i] = from_f<T>(r);
+    }
   }
 }
 #endif
