@@ -17,6 +17,6 @@ extern "C" int pnp_conv(int kernel, const void* x, const void* w, const void* b,
   a.n = n, a.h = h, a.w_in = w_in, a.ci = ci, a.co = co, a.oh = h, a.ow = w_in;
   a.kh = 3, a.kw = 3, a.pad_h = 1, a.pad_w = 1;
   a.relu = relu != 0, a.bf16 = bf16 != 0;
-  a.kernel = kernel == 2 ? WgmmaConvArgs::Kernel::rows : WgmmaConvArgs::Kernel::tiles;
+  a.kernel = kernel == 2 ? pnp::nn::native::kernels::WgmmaKernel::rows : pnp::nn::native::kernels::WgmmaKernel::tiles;
   return pnp::nn::native::kernels::launch_wgmma_conv(a, nullptr) ? 0 : 1;
 }

@@ -39,10 +39,14 @@ inline bool bias_for(const at::Tensor& b, const at::Tensor& w) {
   return b.is_contiguous() && b.numel() == w.size(0) && b.scalar_type() == w.scalar_type() && aligned16(b);
 }
 
+// The output shape of plain_nhwc_conv's convolution.
+inline std::vector<int64_t> nhwc_conv_shape(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding) {
+  return {x.size(0), w.size(0), x.size(2) + 2 * padding[0] - w.size(2) + 1, x.size(3) + 2 * padding[1] - w.size(3) + 1};
+}
+
 // The output of plain_nhwc_conv's convolution, channels-last, uninitialised.
 inline at::Tensor nhwc_conv_output(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding) {
-  return at::empty({x.size(0), w.size(0), x.size(2) + 2 * padding[0] - w.size(2) + 1, x.size(3) + 2 * padding[1] - w.size(3) + 1},
-                   x.options().memory_format(at::MemoryFormat::ChannelsLast));
+  return at::empty(nhwc_conv_shape(x, w, padding), x.options().memory_format(at::MemoryFormat::ChannelsLast));
 }
 
 // The raw arguments of y = conv(x, w) (+ b) (+ z) (then ReLU), checked by the caller.

@@ -20,10 +20,11 @@ bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 }
 
 bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding) {
-  return x.dim() == 4 && w.dim() == 4 && padding.size() == 2 && x.size(3) % 128 == 0 &&
-         kernels::wgmma_rows_supported(static_cast<int>(x.size(1)), static_cast<int>(w.size(0)), static_cast<int>(w.size(2)),
+  if (x.dim() != 4 || w.dim() != 4 || padding.size() != 2) return false;
+  const std::vector<int64_t> out = nhwc_conv_shape(x, w, padding);
+  return kernels::wgmma_rows_supported(static_cast<int>(x.size(1)), static_cast<int>(w.size(0)), static_cast<int>(w.size(2)),
                                        static_cast<int>(w.size(3)), static_cast<int>(padding[0]), static_cast<int>(padding[1]),
-                                       x.scalar_type() == at::kBFloat16);
+                                       static_cast<int>(out[3]), x.scalar_type() == at::kBFloat16);
 }
 
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
@@ -35,9 +36,7 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
     throw Error("wgmma_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
   at::Tensor y;
   if (out) {
-    const std::vector<int64_t> shape{x.size(0), w.size(0), x.size(2) + 2 * padding[0] - w.size(2) + 1,
-                                     x.size(3) + 2 * padding[1] - w.size(3) + 1};
-    if (out->sizes().vec() != shape || out->scalar_type() != x.scalar_type() || !nhwc(*out) || !aligned16(*out) ||
+    if (out->sizes().vec() != nhwc_conv_shape(x, w, padding) || out->scalar_type() != x.scalar_type() || !nhwc(*out) || !aligned16(*out) ||
         !out->is_cuda())
       throw Error("wgmma_conv: the output must be a channels-last, aligned tensor of the output's shape and dtype");
     y = *out;
@@ -46,10 +45,7 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   }
   kernels::WgmmaConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
-  a.row_reuse = v.row_reuse, a.round_tf32 = v.round_tf32;
-  a.kernel = v.kernel == WgmmaKernel::rows    ? kernels::WgmmaConvArgs::Kernel::rows
-             : v.kernel == WgmmaKernel::tiles ? kernels::WgmmaConvArgs::Kernel::tiles
-                                              : kernels::WgmmaConvArgs::Kernel::any;
+  a.row_reuse = v.row_reuse, a.round_tf32 = v.round_tf32, a.kernel = v.kernel;
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("wgmma_conv: the kernel launch failed");
   return y;

@@ -3,9 +3,12 @@
 // convolutions whose channels fill their tiles (C_out a multiple of 64, C_in of 32 float32 or 64
 // bf16): DRUNet's and DnCNN's 64- to 512-channel layers; the persistent rows kernel the 3x3,
 // padding 1 ones with few channels (C_in 32 or 64 float32, 64 or 128 bf16; C_out 64 or 128) on
-// images whose width is a multiple of 128: the full-resolution layers. CUDA builds with the nvidia-cutlass headers only
-// (PNP_HAVE_WGMMA_CONV), and a GPU of compute capability 9.0 to run them.
+// images whose width is a multiple of 128: the full-resolution layers. CUDA builds with the
+// nvidia-cutlass headers only (PNP_HAVE_WGMMA_CONV), and a GPU of compute capability 9.0 to
+// run them.
 #pragma once
+
+#include "wgmma_conv_kernels.hpp"
 
 #include <ATen/ATen.h>
 
@@ -13,9 +16,7 @@
 
 namespace pnp::nn::native {
 
-// Which kernel (wgmma_conv_kernels.hpp): the rows kernel where it applies, else the tile
-// kernel; or one of them (none where it does not apply).
-enum class WgmmaKernel { any, tiles, rows };
+using kernels::WgmmaKernel;  // which kernel: any (rows where it applies), tiles, rows
 
 // The kernel's variants (wgmma_conv_kernels.hpp), for tests: row_reuse (the tile kernel),
 // round_tf32, and which kernel.

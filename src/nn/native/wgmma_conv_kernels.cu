@@ -177,9 +177,8 @@ bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16) {
 }
 
 bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
-  using K = WgmmaConvArgs::Kernel;
-  if (a.kernel == K::rows ||
-      (a.kernel == K::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.bf16) && a.ow % 128 == 0))
+  if (a.kernel == WgmmaKernel::rows ||
+      (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))
     return launch_wgmma_rows(a, stream);
   if (!wgmma_conv_supported(a.ci, a.co, a.kh, a.kw, a.bf16)) return false;
   if (a.n <= 0 || a.oh <= 0 || a.ow <= 0 || a.oh != a.h + 2 * a.pad_h - a.kh + 1 || a.ow != a.w_in + 2 * a.pad_w - a.kw + 1)

@@ -15,6 +15,10 @@
 
 namespace pnp::nn::native::kernels {
 
+// Which kernel: any (the persistent rows kernel where it applies, else the tile kernel),
+// tiles, or rows (none where it does not apply).
+enum class WgmmaKernel { any, tiles, rows };
+
 // The convolution of ConvArgs; float32 runs with TF32 products.
 struct WgmmaConvArgs : ConvArgs {
   // One input load per kernel row serves all K_w shifts (the shift as a shared-memory row
@@ -23,9 +27,7 @@ struct WgmmaConvArgs : ConvArgs {
   // float32: the copy engine rounds the operands to TF32 as it loads them (its TFLOAT32 type),
   // as cuDNN's TF32 convolutions do; off: the tensor cores truncate them. For tests.
   bool round_tf32 = true;
-  // Which kernel: any (the persistent rows kernel where it applies, else the tile kernel),
-  // tiles, or rows (none where it does not apply).
-  enum class Kernel { any, tiles, rows } kernel = Kernel::any;
+  WgmmaKernel kernel = WgmmaKernel::any;
 };
 
 // Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out
@@ -37,14 +39,14 @@ bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16);
 bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream);
 
 // The persistent kernel down columns of rows (wgmma_rows_kernels.cu): 3 x 3, padding 1, C_in one
-// or two 128-byte blocks (32 or 64 float32, 64 or 128 bf16), C_out 64 or 128; and (the
-// launcher's own check) an image width that is a multiple of 128. Each CTA keeps
+// or two 128-byte blocks (32 or 64 float32, 64 or 128 bf16), C_out 64 or 128, an output width
+// ow that is a multiple of 128. Each CTA keeps
 // its 64 outputs' weights in shared memory and streams a run of input rows once, each row's
 // products going to the three output rows it meets, where the tile kernel loads the weights
 // for every 256 pixels and each input row three times (the L2 traffic that kept it
 // latency-bound: docs/measurements/2026-12-02e); and each warpgroup's stores overlap its own
 // products. row_reuse does not apply.
-bool wgmma_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w, bool bf16);
+bool wgmma_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w, int ow, bool bf16);
 bool launch_wgmma_rows(const WgmmaConvArgs& a, void* stream);
 
 }  // namespace pnp::nn::native::kernels

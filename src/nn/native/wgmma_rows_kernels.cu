@@ -274,17 +274,17 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-bool wgmma_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w, bool bf16) {
+// (the kernel also takes other widths, checked in calls 1-2 of 2026-12-03; the tests and the
+// dispatch keep to multiples of 128)
+bool wgmma_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w, int ow, bool bf16) {
   const int bk = bf16 ? 64 : 32;
   return kh == 3 && kw == 3 && pad_h == 1 && pad_w == 1 && (ci == bk || ci == 2 * bk) && (co == 64 || co == 128) &&
-         wgmma_conv_supported(ci, co, kh, kw, bf16);
+         ow > 0 && ow % kHalf == 0 && wgmma_conv_supported(ci, co, kh, kw, bf16);
 }
 
 bool launch_wgmma_rows(const WgmmaConvArgs& a, void* stream) {
-  if (!wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.bf16)) return false;
-  // (the kernel also takes other widths, checked in calls 1-2 of 2026-12-03; the tests and the
-  // dispatch keep to multiples of 128)
-  if (a.n <= 0 || a.oh != a.h || a.ow != a.w_in || a.oh <= 0 || a.ow <= 0 || a.ow % kHalf) return false;
+  if (!wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)) return false;
+  if (a.n <= 0 || a.oh != a.h || a.ow != a.w_in || a.oh <= 0) return false;
   const auto s = static_cast<cudaStream_t>(stream);
   const bool two = a.ci == 2 * (a.bf16 ? 64 : 32), wide = a.co == 128;
   if (a.bf16) {
