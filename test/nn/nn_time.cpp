@@ -17,7 +17,7 @@
 // cuDNN benchmark mode in the autotune (cudnn_benchmark; until 2026-12-02c the default, and n
 // turned it off: n still does), --precompiled N (cudnn_graph_precompiled), s the epilogue plans built one after
 // the other (parallel_plan_builds off), u the ×2 nearest upsample before a 3×3 convolution as a
-// step of its own (upsample_conv off), k cuDNN for convolutions with one output channel too (narrow_convs off), w pnp's
+// step of its own (upsample_conv off), k cuDNN for convolutions with one output channel, and no head kernel timed (narrow_convs off), w pnp's
 // Hopper kernels for the convolutions they take, timed against cuDNN per layout (wgmma_convs; in the
 // default letters since 2026-12-03: a string without w turns them off).
 // --warm-only keeps an inductor package already in the cache (no cold run). --profile N records N more calls per arm with the Kineto profiler and prints the

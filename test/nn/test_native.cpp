@@ -638,6 +638,95 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
       CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
     }
 }
+TEST_CASE("native: convolutions with few input channels as pnp's head kernel, against float64 (CUDA)") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  struct K {
+    int64_t ci, co, pad, h, w;
+  };
+  // 1 to 4 inputs; 64, 128 and 192 outputs (one to three output blocks); widths below, at, across
+  // and far from the 128-pixel tile (partial tiles, the last pixel group cut); one row; padding 0
+  // (a smaller output) and 2 (a border of zeros wider than the kernel's reach on one side)
+  const std::vector<K> ks{{3, 64, 1, 13, 21},  {1, 64, 1, 9, 128}, {2, 64, 1, 7, 130},  {4, 128, 1, 5, 300},
+                          {3, 192, 1, 6, 17},  {3, 64, 0, 11, 140}, {2, 64, 2, 4, 9},   {3, 64, 1, 1, 257}};
+  uint64_t seed = 300;
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const K& k : ks)
+      for (int variant = 0; variant < 3; ++variant) {  // 0: plain; 1: + bias, ReLU; 2: + bias + residual
+        CAPTURE(c10::toString(dtype));
+        CAPTURE(k.ci);
+        CAPTURE(k.co);
+        CAPTURE(k.pad);
+        CAPTURE(k.w);
+        CAPTURE(variant);
+        const int64_t n = 2, oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
+        const ConvCase cc = conv_case(dtype, n, k.ci, k.co, 3, k.pad, k.h, k.w, variant, seed);
+        REQUIRE(native::few_in_conv_applies(cc.x, cc.w, {1, 1}, {k.pad, k.pad}, 1, cc.residual()));
+        // poison: the output filled with NaN first, written in place (out=)
+        at::Tensor y = at::full({n, k.co, oh, ow}, std::nan(""), cc.x.options()).contiguous(cl);
+        const at::Tensor r = native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}, &y);
+        CHECK(r.data_ptr() == y.data_ptr());
+        CHECK(cc.ref.abs().max().item<double>() > 0.1);  // content
+        CHECK_FALSE(at::isnan(y).any().item<bool>());
+        // float32: FMA sums of up to 36 products; bf16: the output's rounding (2^-9)
+        CHECK(rel_err(y, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+        // and a new output tensor
+        CHECK(rel_err(native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}), cc.ref) <
+              (dtype == at::kFloat ? 1e-5 : 5e-3));
+      }
+  // what it does not take: 5 inputs, 32 or 96 outputs, 1x1 or 5x5, stride 2, NCHW, CPU, float64,
+  // a residual of another shape; an output of another shape or layout
+  auto f32 = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
+  const at::Tensor x = f32(rnd({1, 3, 8, 8}, 1)), w3 = f32(rnd({64, 3, 3, 3}, 2));
+  CHECK(native::few_in_conv_applies(x, w3, {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(f32(rnd({1, 5, 8, 8}, 3)), f32(rnd({64, 5, 3, 3}, 4)), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x, f32(rnd({32, 3, 3, 3}, 5)), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x, f32(rnd({96, 3, 3, 3}, 6)), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x, f32(rnd({64, 3, 1, 1}, 7)), {1, 1}, {0, 0}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x, f32(rnd({64, 3, 5, 5}, 8)), {1, 1}, {2, 2}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x, w3, {2, 2}, {1, 1}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x.contiguous(), w3, {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x.cpu(), w3.cpu(), {1, 1}, {1, 1}, 1));
+  CHECK_FALSE(native::few_in_conv_applies(x.to(at::kDouble), w3.to(at::kDouble), {1, 1}, {1, 1}, 1));
+  const at::Tensor zbad = f32(rnd({1, 64, 8, 7}, 9));
+  CHECK_FALSE(native::few_in_conv_applies(x, w3, {1, 1}, {1, 1}, 1, &zbad));
+  CHECK_THROWS_AS(native::few_in_conv(x, w3, nullptr, nullptr, false, {3, 3}), Error);  // padding >= kernel
+  at::Tensor small = at::empty({1, 64, 8, 7}, x.options()).contiguous(cl), nchw = at::empty({1, 64, 8, 8}, x.options());
+  CHECK_THROWS_AS(native::few_in_conv(x, w3, nullptr, nullptr, false, {1, 1}, &small), Error);
+  CHECK_THROWS_AS(native::few_in_conv(x, w3, nullptr, nullptr, false, {1, 1}, &nchw), Error);
+
+  // In the executor with autotune (the default) and the cuDNN graphs: the head of DnCNN (3 -> 64,
+  // ReLU) and of DRUNet (2 -> 64, the noise map with the image) is timed as the head kernel
+  // against cuDNN's choice (the notes give its time); whichever runs, the result is within
+  // float64's tolerance and equals the option off. (Which is faster at 40 x 200 is the GPU's
+  // call, so this checks the time is there, not who won.)
+  if (!native_has_cudnn_epilogues()) return;
+  const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 3, {1, 3, 40, 200}, {}},
+                               {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 136}, {}}};
+  for (const auto& c : nets)
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(c.arch);
+      CAPTURE(c10::toString(dtype));
+      const auto [g, wts, xin, ref64] = prepare(c, 61, 0.2);
+      auto nat = make_native(g, wts, dev, dtype, c.shape);
+      const std::string notes = notes_of(*nat);
+      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
+      CHECK(notes.find("pnp's head kernel ") != std::string::npos);
+      NativeOptions off;
+      off.narrow_convs = false;
+      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
+      CHECK(notes_of(*cudnn).find("head kernel") == std::string::npos);
+      const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
+      const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
+      CHECK(rel_err(y, ref64) < tol);
+      CHECK(rel_err(y, yc) < tol);
+      CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
+    }
+}
 #ifdef PNP_HAVE_WGMMA_CONV
 TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and cuDNN (CUDA, compute capability 9.0)") {
   if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9) {

@@ -5,8 +5,10 @@
 #include <ATen/ATen.h>
 
 #include "conv_kernel_args.hpp"
+#include "pnp/core.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace pnp::nn::native {
@@ -47,6 +49,18 @@ inline std::vector<int64_t> nhwc_conv_shape(const at::Tensor& x, const at::Tenso
 // The output of plain_nhwc_conv's convolution, channels-last, uninitialised.
 inline at::Tensor nhwc_conv_output(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding) {
   return at::empty(nhwc_conv_shape(x, w, padding), x.options().memory_format(at::MemoryFormat::ChannelsLast));
+}
+
+// The output of plain_nhwc_conv's convolution: *out where given, checked (channels-last,
+// aligned, on the GPU, of the output's shape and x's dtype; else pnp::Error naming `who`), else
+// a new tensor as nhwc_conv_output.
+inline at::Tensor nhwc_conv_output_or(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding,
+                                      at::Tensor* out, const char* who) {
+  if (!out) return nhwc_conv_output(x, w, padding);
+  if (out->sizes().vec() != nhwc_conv_shape(x, w, padding) || out->scalar_type() != x.scalar_type() || !nhwc(*out) ||
+      !aligned16(*out) || !out->is_cuda())
+    throw Error(std::string(who) + ": the output must be a channels-last, aligned tensor of the output's shape and dtype");
+  return *out;
 }
 
 // The raw arguments of y = conv(x, w) (+ b) (+ z) (then ReLU), checked by the caller.

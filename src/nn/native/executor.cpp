@@ -61,13 +61,18 @@ struct Bound {
   // epilogue_used: it did in the warm-up (chosen by timing, or forced)
   bool epilogue = false, epilogue_used = false;
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
-  // NativeOptions::narrow_convs); narrow_used: it did in the warm-up
-  bool narrow = false, narrow_used = false;
+  // NativeOptions::narrow_convs); narrow_used: it did in the warm-up. One with few input channels
+  // may run as pnp's head kernel (the same option; chosen by timing like the Hopper kernels);
+  // few_in_used: it did
+  bool narrow = false, narrow_used = false, few_in_used = false;
   // A convolution whose channels fill 64 x 256 tiles may run as pnp's Hopper kernels
   // (wgmma_conv.hpp; NativeOptions::wgmma_convs): chosen by timing with the cuDNN graphs where
   // those are (epilogue), else always; wgmma_used: it did in the warm-up
   bool wgmma = false, wgmma_used = false;
 };
+
+// Which of pnp's own kernels runs a layout chosen by timing (the executor's epilogue layouts).
+enum class PnpKernel { none, few_in, hopper };
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
 
@@ -360,13 +365,15 @@ class NativeImpl final : public NativeExecutor {
       if (!ready && warmup_run_ == e.run) return {};
       decide_epilogue(key, e, s, t, x, z, y, padding);
     }
-#ifdef PNP_HAVE_WGMMA_CONV
     if (e.pnp) {
-      native::wgmma_conv(x, t.w, graph_bias(t), z, s.relu, padding, {}, &y);
-      t.wgmma_used = t.wgmma_used || validating_ || from_cache_capture_;
-      return y;
+      if (const PnpKernel k = pnp_kernel(s, t, x, z, padding); k != PnpKernel::none) {
+        e.pnp_kernel = k;
+        run_pnp(k, s, t, x, z, y, padding);
+        bool& used = k == PnpKernel::few_in ? t.few_in_used : t.wgmma_used;
+        used = used || validating_ || from_cache_capture_;
+        return y;
+      }  // (a list's entry for a kernel that does not take the layout here: cuDNN's side)
     }
-#endif
     if (!e.use) return {};
     if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return {};  // (grown when chosen)
     e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
@@ -394,9 +401,11 @@ class NativeImpl final : public NativeExecutor {
     std::shared_ptr<native::EpilogueConv> graph;
     bool use = false, cached = false;  // cached: the choice (and plan) came from the plan cache
     double graph_ms = 0, generic_ms = 0;  // NaN when not timed
-    // pnp's Hopper kernel (wgmma_conv.hpp) runs instead of cuDNN's choice (the graph or the
-    // generic ops); pnp_ms: its time, NaN when not timed (the kernel does not apply)
+    // pnp's kernel for the layout (pnp_kernel: the Hopper kernels, wgmma_conv.hpp, or the head
+    // kernel, narrow_conv.hpp) runs instead of cuDNN's choice (the graph or the generic ops);
+    // pnp_ms: its time, NaN when not timed (no kernel of pnp's applies)
     bool pnp = false;
+    PnpKernel pnp_kernel = PnpKernel::none;
     double pnp_ms = std::numeric_limits<double>::quiet_NaN();
     std::string shape, engine, why;       // engine: the graph's plan; why: no graph built
     // NativeOptions::parallel_plan_builds: the candidates being built (empty once decided),
@@ -415,6 +424,9 @@ class NativeImpl final : public NativeExecutor {
                           native::epilogue_environment(device_.index()) + " torch=" + TORCH_VERSION +
                               " dtype=" + std::string(c10::toString(dtype_)) +
                               " tf32=" + (at::globalContext().allowTF32CuDNN() ? "1" : "0") +
+                              // which layouts pnp's kernels take (2: the head kernel too), so an
+                              // entry timed without a kernel is not kept once one applies
+                              " pnp_kernels=2" +
                               // the generic ops a graph was timed against ran on ATen's benchmark or on its heuristics
                               (aten_benchmark() ? " aten_benchmark=1" : ""));
     if (!plan_cache_) plan_cache_.emplace();
@@ -447,7 +459,7 @@ class NativeImpl final : public NativeExecutor {
       std::string why;
       if (std::optional<native::PlanChoice> c = cache.load(layout, &why)) {
         try {
-          Epilogue cached = from_cache(*c, spec, x, pnp_allowed(s, t, x, z, padding));
+          Epilogue cached = from_cache(*c, spec, x, pnp_kernel(s, t, x, z, padding) != PnpKernel::none);
           cached.shape = e.shape;
           ++cache_loaded_;
           return cached;
@@ -488,10 +500,10 @@ class NativeImpl final : public NativeExecutor {
     return e;
   }
 
-  // A layout's stored choice: pnp's kernel (where pnp_ok: the option is on and the kernel takes
-  // the layout), the generic ops, or the graph with its plan (serialised, or rebuilt at its
-  // heuristic position on spec's tensors), the workspace grown for it (like: its device). Throws
-  // when cuDNN does not take the plan.
+  // A layout's stored choice: pnp's kernel (where pnp_ok: a kernel of pnp's may take the layout
+  // with its option on; epilogue_conv runs the one that does), the generic ops, or the graph with
+  // its plan (serialised, or rebuilt at its heuristic position on spec's tensors), the workspace
+  // grown for it (like: its device). Throws when cuDNN does not take the plan.
   Epilogue from_cache(const native::PlanChoice& c, native::EpilogueSpec spec, const at::Tensor& like, bool pnp_ok) {
     Epilogue e;
     e.cached = true;
@@ -558,15 +570,31 @@ class NativeImpl final : public NativeExecutor {
     remember(plan_cache(), layout, e);
   }
 
-  // Whether pnp's kernel may run this layout: the option on, and a kernel that takes it.
-  bool pnp_allowed(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
-                   const std::vector<int64_t>& padding) const {
+  // Which of pnp's kernels may run this layout: one that takes it with its option on (the head
+  // kernel before the Hopper kernels: they take no C_in below 32), or none.
+  PnpKernel pnp_kernel(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
+                       const std::vector<int64_t>& padding) const {
+    if (t.narrow && native::few_in_conv_applies(x, t.w, s.stride, padding, s.groups, z)) return PnpKernel::few_in;
 #ifdef PNP_HAVE_WGMMA_CONV
-    return t.wgmma && wgmma_applies(s, t, x, z, padding);
-#else
-    (void)s, (void)t, (void)x, (void)z, (void)padding;
-    return false;
+    if (t.wgmma && wgmma_applies(s, t, x, z, padding)) return PnpKernel::hopper;
 #endif
+    return PnpKernel::none;
+  }
+
+  // Runs pnp's kernel `k` (pnp_kernel's answer for this layout) into y.
+  void run_pnp(PnpKernel k, const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
+               const std::vector<int64_t>& padding) const {
+    if (k == PnpKernel::few_in) {
+      native::few_in_conv(x, t.w, graph_bias(t), z, s.relu, padding, &y);
+      return;
+    }
+#ifdef PNP_HAVE_WGMMA_CONV
+    if (k == PnpKernel::hopper) {
+      native::wgmma_conv(x, t.w, graph_bias(t), z, s.relu, padding, {}, &y);
+      return;
+    }
+#endif
+    throw Error("native executor: no kernel of pnp's for the layout of " + s.name);
   }
 
   // pnp's kernel timed on the layout's tensors (y is written) against cuDNN's side as decided
@@ -574,14 +602,11 @@ class NativeImpl final : public NativeExecutor {
   // when it is faster.
   void time_pnp(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
                 const std::vector<int64_t>& padding) {
-#ifdef PNP_HAVE_WGMMA_CONV
-    if (!pnp_allowed(s, t, x, z, padding)) return;
+    e.pnp_kernel = pnp_kernel(s, t, x, z, padding);
+    if (e.pnp_kernel == PnpKernel::none) return;
     if (!e.graph) e.generic_ms = native::time_on_stream_ms([&] { generic_conv(s, t, x, z, padding); });
-    e.pnp_ms = native::time_on_stream_ms([&] { native::wgmma_conv(x, t.w, graph_bias(t), z, s.relu, padding, {}, &y); });
+    e.pnp_ms = native::time_on_stream_ms([&] { run_pnp(e.pnp_kernel, s, t, x, z, y, padding); });
     e.pnp = e.pnp_ms < (e.use ? e.graph_ms : e.generic_ms);
-#else
-    (void)e, (void)s, (void)t, (void)x, (void)z, (void)y, (void)padding;
-#endif
   }
 
   // The plan cache's name for this network's list of layouts: what decides which layouts it
@@ -621,7 +646,7 @@ class NativeImpl final : public NativeExecutor {
       // (a plan by its heuristic position needs the layout's tensors to rebuild: not here)
       if (c->graph && c->plan.empty()) return refuse("layout " + shape + ": a plan cuDNN cannot serialise");
       try {
-        Epilogue e = from_cache(*c, native::EpilogueSpec{}, static_in_, opt_.wgmma_convs);
+        Epilogue e = from_cache(*c, native::EpilogueSpec{}, static_in_, opt_.wgmma_convs || opt_.narrow_convs);
         e.shape = shape;
         loaded.emplace(layout, std::move(e));
       } catch (const std::exception& ex) {
@@ -707,7 +732,8 @@ class NativeImpl final : public NativeExecutor {
         r += "; " + e.shape + buf + (e.use || e.pnp ? "" : ", the two ops run") + from;
       }
       if (!std::isnan(e.pnp_ms)) {
-        std::snprintf(buf, sizeof buf, ", pnp's Hopper kernel %.3f ms%s", e.pnp_ms, e.pnp ? " (runs)" : "");
+        std::snprintf(buf, sizeof buf, ", pnp's %s kernel %.3f ms%s", e.pnp_kernel == PnpKernel::few_in ? "head" : "Hopper",
+                      e.pnp_ms, e.pnp ? " (runs)" : "");
         r += buf;
       }
       if (!e.cached && e.build_s > 0) {  // the plans' build: the slowest candidate (in parallel) or all (serial)
@@ -954,11 +980,12 @@ class NativeImpl final : public NativeExecutor {
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0, wgmma = 0;
+    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0, few_in = 0, wgmma = 0;
     for (size_t k = 0; k < bound_.size(); ++k) {
       const Bound& t = bound_[k];
-      fused += t.cudnn && !t.epilogue_used && !t.narrow_used && !t.wgmma_used;
+      fused += t.cudnn && !t.epilogue_used && !t.narrow_used && !t.few_in_used && !t.wgmma_used;
       narrow += t.narrow_used;
+      few_in += t.few_in_used;
       wgmma += t.wgmma_used;
       epilogues += t.epilogue, graphs += t.epilogue_used;
       const PlanStep& s = plan_.steps[k];
@@ -969,6 +996,9 @@ class NativeImpl final : public NativeExecutor {
     if (narrow > 0)
       notes_.push_back("CUDA: " + std::to_string(narrow) +
                        " convolution(s) with one output channel run as pnp's narrow kernel (narrow_conv.hpp)");
+    if (few_in > 0)
+      notes_.push_back("CUDA: " + std::to_string(few_in) +
+                       " convolution(s) with few input channels run as pnp's head kernel (narrow_conv.hpp)");
     if (wgmma > 0)
       notes_.push_back("CUDA: " + std::to_string(wgmma) + " convolution(s) run as pnp's Hopper kernel (wgmma_conv.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE

@@ -1,4 +1,4 @@
-// Narrow convolutions on tensors (narrow_conv.hpp): the checks, then the raw launch.
+// Narrow convolutions on tensors (narrow_conv.hpp): the checks, then the raw launches.
 #include "narrow_conv.hpp"
 
 #include "cuda_conv_checks.hpp"
@@ -29,6 +29,26 @@ at::Tensor narrow_conv(const at::Tensor& x, const at::Tensor& w, const at::Tenso
   fill_conv_args(a, x, w, b, z, y, relu, padding);
   if (!kernels::launch_narrow_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("narrow_conv: the kernel launch failed");
+  return y;
+}
+
+bool few_in_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
+                         const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z) {
+  return plain_nhwc_conv(x, w, stride, padding, groups, z) &&
+         kernels::few_in_conv_supported(static_cast<int>(x.size(1)), static_cast<int>(w.size(0)),
+                                        static_cast<int>(w.size(2)), static_cast<int>(w.size(3)));
+}
+
+at::Tensor few_in_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
+                       const std::vector<int64_t>& padding, at::Tensor* out) {
+  if (!few_in_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("few_in_conv: no kernel for this convolution");
+  if (b && !bias_for(*b, w))
+    throw Error("few_in_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
+  at::Tensor y = nhwc_conv_output_or(x, w, padding, out, "few_in_conv");
+  kernels::NarrowConvArgs a;
+  fill_conv_args(a, x, w, b, z, y, relu, padding);
+  if (!kernels::launch_few_in_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
+    throw Error("few_in_conv: the kernel launch failed");
   return y;
 }
 

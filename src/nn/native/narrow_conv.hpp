@@ -1,8 +1,15 @@
-// A convolution with one output channel (a gray network's last: DRUNet's 64 -> 1 tail) as pnp's
-// own CUDA kernel. cuDNN runs it as an implicit GEMM whose tile is mostly padding (1 output in a
+// Convolutions with few channels on one side as pnp's own CUDA kernels (narrow_conv_kernels.cu).
+//
+// One output channel (a gray network's last: DRUNet's 64 -> 1 tail). cuDNN runs it as an implicit GEMM whose tile is mostly padding (1 output in a
 // tile 64 wide) and then converts NHWC to NCHW: DRUNet 1 ch 4096² on an H200, 6.47 + 0.96 ms for
 // a 4.3 GB read; the kernel (narrow_conv_kernels.cu) is a direct convolution in float32 FMA,
-// 3.81 ms (docs/measurements/2026-12-02d). CUDA builds only.
+// 3.81 ms (docs/measurements/2026-12-02d). The executor runs it wherever it applies.
+//
+// Few input channels (a network's head: an image's 1 to 4 channels, with its noise map, to 64 or
+// more): cuDNN's implicit GEMM pads the channels and reads like a deep layer, where the head is a
+// write (DnCNN 3 ch 2048²'s head 1.34 ms for 1.07 GB). few_in_conv is a direct convolution in
+// float32 FMA that stages the window and the weights in shared memory once per 128 pixels. The
+// executor times it against cuDNN's choice per layout, like the Hopper kernels. CUDA builds only.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -23,5 +30,18 @@ bool narrow_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::ve
 // a contiguous, aligned [C_out] of x's dtype.
 at::Tensor narrow_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                        const std::vector<int64_t>& padding);
+
+// Whether few_in_conv takes this convolution: CUDA, 2D, float32 or bf16, channels-last x and w,
+// stride 1, groups 1, padding below the kernel, a 3x3 kernel, C_in 1 to 4 and C_out a multiple of
+// 64; z (may be null) as for narrow_conv_applies.
+bool few_in_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
+                         const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z = nullptr);
+
+// y = conv(x, w) (+ b) (+ z) (then ReLU) on the current CUDA stream, into *out where given (a
+// channels-last, aligned tensor of the output's shape and x's dtype, else pnp::Error) or a new
+// channels-last tensor; returns y. Throws pnp::Error where few_in_conv_applies is false, or b is
+// not a contiguous, aligned [C_out] of x's dtype.
+at::Tensor few_in_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
+                       const std::vector<int64_t>& padding, at::Tensor* out = nullptr);
 
 }  // namespace pnp::nn::native

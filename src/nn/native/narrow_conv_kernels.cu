@@ -1,19 +1,33 @@
-// Direct 2D convolutions with one output channel, NHWC (narrow_conv.hpp).
+// Direct 2D convolutions with few channels on one side, NHWC (narrow_conv.hpp): few outputs (a
+// network's last convolution) and few inputs (its first).
 //
-// A group of L lanes (L = C_in / V pieces of V channels, V = 16 bytes of elements, up to 32
-// lanes; more channels loop) computes an R x P tile of output pixels, each lane over its own
-// channel pieces; the lanes' partial sums are added by warp shuffles at the end. So a warp's
+// Few outputs. A group of L lanes (L = C_in / V pieces of V channels, V = 16 bytes of elements,
+// up to 32 lanes; more channels loop) computes an R x P tile of output pixels, each lane over its
+// own channel pieces; the lanes' partial sums are added by warp shuffles at the end. So a warp's
 // loads of one input pixel are one contiguous run (coalesced), every input pixel is loaded
 // (R + K - 1)(P + K - 1) / (R P) times from the caches instead of K^2, and the weights come from
 // shared memory as 16-byte pieces, staged once per block; the blocks stride over the tiles
 // (at most 16 per SM). Accumulation in float32 (FMA, not tensor cores); epilogue + bias,
 // + residual, then ReLU, in float32, rounded once to the output type.
 //
-// The kernel is written for C_out <= 4, but only C_out = 1 is dispatched: on an H200
+// That kernel is written for C_out <= 4, but only C_out = 1 is dispatched: on an H200
 // (docs/measurements/2026-12-02d) it beat cuDNN there (DRUNet 1 ch 4096²'s 64 -> 1 tail: 3.81
 // ms against 6.47 ms plus a 0.96 ms NHWC -> NCHW conversion), and lost with 3 outputs (DnCNN 3
-// ch 2048²'s tail, 2.01 ms); a kernel for few inputs (the 2 or 3 -> 64 heads) lost to cuDNN
-// everywhere (DRUNet 5.93 against 2.64 ms) and was removed.
+// ch 2048²'s tail, 2.01 ms). Every output costs it one shared-memory weight load per 4 FMAs.
+//
+// Few inputs (few_in_kernel, 2026-12-03). The head (C_in 1 to 4, C_out 64 and up) is a write:
+// at 2048² and 64 float32 outputs, 1.07 GB out against 50 MB in and 7.2 G FMAs, 0.26 ms of
+// bandwidth and 0.22 ms of FMA on an H200. cuDNN pads C_in to 4 or 8 and runs an implicit GEMM
+// tile built for deep inputs (DnCNN 3 ch 2048²'s head: 1.34 ms, docs/measurements/2026-12-03).
+// The kernel is output-stationary: a block owns 128 pixels of 8 output rows and 64 outputs;
+// the 64 outputs' weights (float4s of 4 outputs) are staged in shared memory once, and the
+// window's input rows (every channel as one float4) go through a ring in shared memory, one new
+// row per output row, loaded while the row before is computed. Thread (q, g) computes pixels
+// 8q .. 8q + 7 for outputs 4g .. 4g + 3, loading each window column once per kernel row (a
+// float4 broadcast to the 16 threads of its pixels) and each weight float4 once for 8 pixels
+// (32 FMAs). The 16 threads of a pixel store its 64 outputs as one contiguous 256-byte run. An
+// earlier few-input kernel (one lane group per pixel, the weights reloaded for every pixel) lost
+// to cuDNN everywhere (DRUNet's 2 -> 64 head, 5.93 against 2.64 ms) and was removed.
 #include "narrow_conv_kernels.hpp"
 
 #include <cuda_bf16.h>
@@ -168,6 +182,150 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
   }
 }
 
+// ---- few inputs ------------------------------------------------------------------------
+// 16 pixel groups x 16 output groups; a block's tile: 128 pixels of 8 rows (4096 blocks at 2048²)
+constexpr int kHeadThreads = 256, kHeadTile = 128, kHeadPixels = 8, kHeadBand = 8;
+
+__device__ __forceinline__ float component(const float4& v, int c) {
+  return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 r = *reinterpret_cast<const uint2*>(p);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ void store4(float* p, const float4& v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void store4(__nv_bfloat16* p, const float4& v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  uint2 r;
+  r.x = *reinterpret_cast<const unsigned*>(&lo), r.y = *reinterpret_cast<const unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(p) = r;
+}
+
+// Block (column tile, band, output block): 128 pixels from column tile * 128 of the output rows
+// of one band (kHeadBand rows of one image), outputs 64 * blockIdx.y ...; K x K kernel, CI <= 4
+// inputs. The window's rows sit in a ring of K + 1 slots: while a row's outputs are computed and
+// stored, the next row's last window row is in flight from global memory, then written into
+// the slot the row before last has freed; one barrier a row.
+template <typename T, int CI, int K>
+__global__ void __launch_bounds__(kHeadThreads, 2) few_in_kernel(NarrowConvArgs a) {
+  constexpr int XW = kHeadTile + K - 1, P = kHeadPixels, S = K + 1;
+  constexpr int XN = 4 * XW, XL = (XN + kHeadThreads - 1) / kHeadThreads;  // a window row's floats, per thread
+  constexpr int WN = 64 * K * K * CI, WL = (WN + kHeadThreads - 1) / kHeadThreads;
+  __shared__ float4 xs[S][XW];           // the window's rows, the channels of a pixel as one float4
+  __shared__ float4 ws[K * K * CI][16];  // [tap][channel][outputs 4g .. 4g + 3]
+  const int t = threadIdx.x, g = t % 16, q = t / 16;
+  const int tiles_w = (a.ow + kHeadTile - 1) / kHeadTile, bands = (a.oh + kHeadBand - 1) / kHeadBand;
+  const int tile = static_cast<int>(blockIdx.x % tiles_w), band = static_cast<int>((blockIdx.x / tiles_w) % bands);
+  const int n = static_cast<int>(blockIdx.x / (static_cast<unsigned>(tiles_w) * bands));
+  const int oh0 = band * kHeadBand, oh1 = min(oh0 + kHeadBand, a.oh);
+  const int ow0 = tile * kHeadTile, co0 = 64 * static_cast<int>(blockIdx.y);
+  const T* __restrict__ w = static_cast<const T*>(a.w);  // [C_out][K][K][CI]
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  float* wsf = reinterpret_cast<float*>(ws);
+  float* xsf = reinterpret_cast<float*>(xs);
+#pragma unroll
+  for (int l = 0; l < WL; ++l) {
+    const int i = t + l * kHeadThreads;
+    if (i >= WN) break;
+    const int co = i / (K * K * CI), tc = i % (K * K * CI);
+    wsf[tc * 64 + co] = to_f(w[static_cast<int64_t>(co0 + co) * K * K * CI + tc]);
+  }
+  // input row ih's window row (zeros outside the image and in the float4's unused channels)
+  auto fetch = [&](int ih, float (&v)[XL]) {
+#pragma unroll
+    for (int l = 0; l < XL; ++l) {
+      const int i = t + l * kHeadThreads, c = i % 4, iw = ow0 - a.pad_w + i / 4;
+      v[l] = i < XN && c < CI && ih >= 0 && ih < a.h && iw >= 0 && iw < a.w_in
+                 ? to_f(x[((static_cast<int64_t>(n) * a.h + ih) * a.w_in + iw) * CI + c])
+                 : 0.f;
+    }
+  };
+  auto put = [&](int slot, const float (&v)[XL]) {
+#pragma unroll
+    for (int l = 0; l < XL; ++l)
+      if (const int i = t + l * kHeadThreads; i < XN) xsf[slot * XN + i] = v[l];
+  };
+  float v[XL];
+#pragma unroll
+  for (int r = 0; r < K; ++r) {  // the first row's window: input rows oh0 - pad_h + r in slot r
+    fetch(oh0 - a.pad_h + r, v);
+    put(r, v);
+  }
+  __syncthreads();
+  const int co = co0 + 4 * g;
+  const float4 bias = a.b ? load4(static_cast<const T*>(a.b) + co) : make_float4(0.f, 0.f, 0.f, 0.f);
+  const T* __restrict__ z = static_cast<const T*>(a.z);
+  T* __restrict__ y = static_cast<T*>(a.y);
+  for (int oh = oh0; oh < oh1; ++oh) {
+    const int rel = oh - oh0;
+    const bool more = oh + 1 < oh1;
+    if (more) fetch(oh + K - a.pad_h, v);  // the next row's last window row, in flight meanwhile
+    float4 acc[P];
+#pragma unroll
+    for (int i = 0; i < P; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      const float4* row = xs[(rel + r) % S] + q * P;
+      float4 in[P + K - 1];
+#pragma unroll
+      for (int j = 0; j < P + K - 1; ++j) in[j] = row[j];
+#pragma unroll
+      for (int kc = 0; kc < K; ++kc)
+#pragma unroll
+        for (int c = 0; c < CI; ++c) {
+          const float4 wv = ws[(r * K + kc) * CI + c][g];
+#pragma unroll
+          for (int i = 0; i < P; ++i) {
+            const float u = component(in[i + kc], c);
+            acc[i].x = fmaf(u, wv.x, acc[i].x), acc[i].y = fmaf(u, wv.y, acc[i].y);
+            acc[i].z = fmaf(u, wv.z, acc[i].z), acc[i].w = fmaf(u, wv.w, acc[i].w);
+          }
+        }
+    }
+    const int64_t orow = static_cast<int64_t>(n) * a.oh + oh;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int ow = ow0 + q * P + i;
+      if (ow >= a.ow) break;
+      const int64_t o = (orow * a.ow + ow) * a.co + co;
+      float4 e = acc[i];
+      e.x += bias.x, e.y += bias.y, e.z += bias.z, e.w += bias.w;
+      if (z) {
+        const float4 r = load4(z + o);
+        e.x += r.x, e.y += r.y, e.z += r.z, e.w += r.w;
+      }
+      if (a.relu) e.x = fmaxf(e.x, 0.f), e.y = fmaxf(e.y, 0.f), e.z = fmaxf(e.z, 0.f), e.w = fmaxf(e.w, 0.f);
+      store4(y + o, e);
+    }
+    if (more) put((rel + K) % S, v);  // the slot of row rel - 1's first window row, unused since the barrier
+    __syncthreads();
+  }
+}
+
+template <typename T, int CI>
+bool few_in(const NarrowConvArgs& a, void* stream) {
+  const int64_t blocks = static_cast<int64_t>(a.n) * ((a.oh + kHeadBand - 1) / kHeadBand) * ((a.ow + kHeadTile - 1) / kHeadTile);
+  if (blocks > 0x7fffffff) return false;
+  if (blocks == 0) return true;
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(a.co / 64));
+  few_in_kernel<T, CI, 3><<<grid, kHeadThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+
+template <typename T>
+bool dispatch_few_in(const NarrowConvArgs& a, void* stream) {
+  switch (a.ci) {
+    case 1: return few_in<T, 1>(a, stream);
+    case 2: return few_in<T, 2>(a, stream);
+    case 3: return few_in<T, 3>(a, stream);
+    case 4: return few_in<T, 4>(a, stream);
+    default: return false;
+  }
+}
+
 // Blocks for `threads` threads of work, at most 16 per SM (the kernels stride over the rest).
 int64_t grid_for(int64_t threads) {
   static const int sms = [] {
@@ -225,6 +383,15 @@ bool narrow_conv_supported(int ci, int co, int k, bool bf16) {
   const int v = bf16 ? 8 : 4;
   if (k != 1 && k != 3) return false;
   return co == 1 && ci >= v && ci % v == 0 && static_cast<int64_t>(ci) * k * k * 4 <= 48 * 1024;
+}
+
+bool few_in_conv_supported(int ci, int co, int kh, int kw) {
+  return ci >= 1 && ci <= 4 && co >= 64 && co % 64 == 0 && kh == 3 && kw == 3 && co <= 64 * 65535;
+}
+
+bool launch_few_in_conv(const NarrowConvArgs& a, void* stream) {
+  if (!few_in_conv_supported(a.ci, a.co, a.kh, a.kw)) return false;
+  return a.bf16 ? dispatch_few_in<__nv_bfloat16>(a, stream) : dispatch_few_in<float>(a, stream);
 }
 
 bool launch_narrow_conv(const NarrowConvArgs& a, void* stream) {

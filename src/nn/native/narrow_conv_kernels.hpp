@@ -1,4 +1,4 @@
-// The raw launcher of the narrow convolution (narrow_conv_kernels.cu; the tensor interface is
+// The raw launchers of the narrow convolutions (narrow_conv_kernels.cu; the tensor interface is
 // narrow_conv.hpp). Plain types only, so this compiles without ATen in nvcc.
 #pragma once
 
@@ -16,5 +16,11 @@ bool narrow_conv_supported(int ci, int co, int k, bool bf16);
 // Launches it on the CUDA stream; false when there is none for these arguments or the
 // launch failed.
 bool launch_narrow_conv(const NarrowConvArgs& a, void* stream);
+
+// Whether the few-input kernel exists: C_in 1 to 4, C_out a multiple of 64, a 3x3 kernel.
+bool few_in_conv_supported(int ci, int co, int kh, int kw);
+
+// Launches it on the CUDA stream; false as launch_narrow_conv.
+bool launch_few_in_conv(const NarrowConvArgs& a, void* stream);
 
 }  // namespace pnp::nn::native::kernels

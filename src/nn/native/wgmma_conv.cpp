@@ -34,15 +34,7 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
     throw Error("wgmma_conv: the rows kernel does not take this convolution");
   if (b && !bias_for(*b, w))
     throw Error("wgmma_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
-  at::Tensor y;
-  if (out) {
-    if (out->sizes().vec() != nhwc_conv_shape(x, w, padding) || out->scalar_type() != x.scalar_type() || !nhwc(*out) || !aligned16(*out) ||
-        !out->is_cuda())
-      throw Error("wgmma_conv: the output must be a channels-last, aligned tensor of the output's shape and dtype");
-    y = *out;
-  } else {
-    y = nhwc_conv_output(x, w, padding);
-  }
+  at::Tensor y = nhwc_conv_output_or(x, w, padding, out, "wgmma_conv");
   kernels::WgmmaConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
   a.row_reuse = v.row_reuse, a.round_tf32 = v.round_tf32, a.kernel = v.kernel;
