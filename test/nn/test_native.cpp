@@ -638,7 +638,7 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
       CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
     }
 }
-TEST_CASE("native: convolutions with few input channels as pnp's head kernel, against float64 (CUDA)") {
+TEST_CASE("native: convolutions with few input or output channels as pnp's head and tail kernels, against float64 (CUDA)") {
   if (!at::hasCUDA()) {
     MESSAGE("no CUDA device: CUDA cases skipped");
     return;
@@ -678,6 +678,46 @@ TEST_CASE("native: convolutions with few input channels as pnp's head kernel, ag
         CHECK(rel_err(native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}), cc.ref) <
               (dtype == at::kFloat ? 1e-5 : 5e-3));
       }
+  // The tail kernel (few_out_conv: 64 inputs, 1 to 4 outputs, 3x3, padding 1): strips of 8 (1-2
+  // outputs) or 4 pixels, 16 of them a block (128 or 64 pixels wide), bands of 32 rows: one row,
+  // a band cut by the image's end, three bands; widths cutting a strip and a block
+  struct T {
+    int64_t co, h, w;
+  };
+  const std::vector<T> ts{{3, 13, 21}, {1, 70, 130}, {2, 33, 9}, {4, 1, 67}, {3, 64, 200}, {3, 5, 64}};
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const T& k : ts)
+      for (int variant = 0; variant < 3; ++variant) {
+        CAPTURE(c10::toString(dtype));
+        CAPTURE(k.co);
+        CAPTURE(k.h);
+        CAPTURE(k.w);
+        CAPTURE(variant);
+        const int64_t n = 2;
+        const ConvCase cc = conv_case(dtype, n, 64, k.co, 3, 1, k.h, k.w, variant, seed);
+        REQUIRE(native::few_out_conv_applies(cc.x, cc.w, {1, 1}, {1, 1}, 1, cc.residual()));
+        at::Tensor y = at::full({n, k.co, k.h, k.w}, std::nan(""), cc.x.options()).contiguous(cl);
+        const at::Tensor r = native::few_out_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}, &y);
+        CHECK(r.data_ptr() == y.data_ptr());
+        CHECK(cc.ref.abs().max().item<double>() > 0.1);  // content
+        CHECK_FALSE(at::isnan(y).any().item<bool>());
+        // float32: FMA sums of 576 products; bf16: the output's rounding (2^-9)
+        CHECK(rel_err(y, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+        if (k.co == 1)  // narrow_conv runs it too
+          CHECK(rel_err(native::narrow_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}), cc.ref) <
+                (dtype == at::kFloat ? 1e-5 : 5e-3));
+      }
+  {
+    auto f = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
+    const at::Tensor x64 = f(rnd({1, 64, 8, 8}, 11));
+    CHECK(native::few_out_conv_applies(x64, f(rnd({3, 64, 3, 3}, 12)), {1, 1}, {1, 1}, 1));
+    CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({5, 64, 3, 3}, 13)), {1, 1}, {1, 1}, 1));  // 5 outputs
+    CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({3, 64, 3, 3}, 14)), {1, 1}, {0, 0}, 1));  // padding 0
+    CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({3, 64, 1, 1}, 15)), {1, 1}, {0, 0}, 1));  // 1x1
+    CHECK_FALSE(native::few_out_conv_applies(f(rnd({1, 32, 8, 8}, 16)), f(rnd({3, 32, 3, 3}, 17)), {1, 1}, {1, 1}, 1));
+    CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({3, 64, 3, 3}, 18)), {2, 2}, {1, 1}, 1));
+  }
+
   // what it does not take: 5 inputs, 32 or 96 outputs, 1x1 or 5x5, stride 2, NCHW, CPU, float64,
   // a residual of another shape; an output of another shape or layout
   auto f32 = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
@@ -701,9 +741,10 @@ TEST_CASE("native: convolutions with few input channels as pnp's head kernel, ag
 
   // In the executor with autotune (the default) and the cuDNN graphs: the head of DnCNN (3 -> 64,
   // ReLU) and of DRUNet (2 -> 64, the noise map with the image) is timed as the head kernel
-  // against cuDNN's choice (the notes give its time); whichever runs, the result is within
-  // float64's tolerance and equals the option off. (Which is faster at 40 x 200 is the GPU's
-  // call, so this checks the time is there, not who won.)
+  // against cuDNN's choice, and DnCNN's tail (64 -> 3 + residual) as the tail kernel (the notes
+  // give their times); whichever runs, the result is within float64's tolerance and equals the
+  // option off. (Which is faster at 40 x 200 is the GPU's call, so this checks the times are
+  // there, not who won.)
   if (!native_has_cudnn_epilogues()) return;
   const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 3, {1, 3, 40, 200}, {}},
                                {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 136}, {}}};
@@ -716,6 +757,7 @@ TEST_CASE("native: convolutions with few input channels as pnp's head kernel, ag
       const std::string notes = notes_of(*nat);
       MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
       CHECK(notes.find("pnp's head kernel ") != std::string::npos);
+      if (c.arch == "dncnn") CHECK(notes.find("pnp's tail kernel ") != std::string::npos);
       NativeOptions off;
       off.narrow_convs = false;
       auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);

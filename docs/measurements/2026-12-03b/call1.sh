@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 1 of 2026-12-03b: pnp's head kernel (few_in_conv, narrow_conv_kernels.cu) with the
+# Device call 1 of 2026-12-03b: pnp's head and tail kernels (few_in_conv, few_out_conv: narrow_conv_kernels.cu) with the
 # rows kernel as shipped (8b60cfd's source). The build; test_native on the GPU (the head kernel
 # against float64, the rows kernel's cases, the executor); nn_time with pnp's kernels (the
 # defaults) against the head and tail kernels off (`k`) and against all of pnp's kernels off
@@ -26,7 +26,7 @@ stamp() { echo "== [$(( $(date +%s) - t0 )) s] $*"; }
     local a=$1 c=$2 s=$3; shift 3
     stamp "nn_time $a $c $s $*"
     timeout 90 $b/nn_time $a $c $s --device cuda --backends native "$@" 2>&1 | grep -vE "^\s*$" | tee -a "$out/2_ab_full.log" |
-      grep -E "^nn_time|rror|^ +[0-9.]+ ms" | grep -E "^nn_time|rror|few_in|wgmma|xmma|fort" | cut -c1-220 | head -8
+      grep -E "^nn_time|rror|^ +[0-9.]+ ms" | grep -E "^nn_time|rror|few_|wgmma|xmma|fort|add" | cut -c1-220 | head -10
   }
   for arch in "dncnn 3 2048x2048" "unet 3 2048x2048" "drunet 1 4096x4096" "drunet 1 4096x4096 --dtype bfloat16"; do
     nt $arch --profile 3

@@ -141,10 +141,11 @@ struct NativeOptions {
   // network's last, 1x1 or 3x3, stride 1) runs as pnp's own direct kernel
   // (src/nn/native/narrow_conv.hpp) instead of cuDNN's, whose implicit-GEMM tile is mostly
   // padding there: DRUNet 1 ch 4096²'s tail 3.81 ms against 7.43, H200; float32 FMA
-  // accumulation, so no TF32 rounding in it. With autotune and the cuDNN graphs, a 3x3
-  // convolution with 1 to 4 input channels and a multiple of 64 outputs (a network's head) is
-  // also timed as pnp's head kernel against cuDNN's choice, and the faster kept. Off: cuDNN (or
-  // a graph).
+  // accumulation, so no TF32 rounding in it (from 64 inputs with a 3x3 kernel: the tail kernel
+  // down rows). With autotune and the cuDNN graphs, a 3x3 convolution with 1 to 4 input channels
+  // and a multiple of 64 outputs (a network's head) or with 64 inputs and 2 to 4 outputs (a
+  // colour network's tail) is also timed as pnp's head or tail kernel against cuDNN's choice,
+  // and the faster kept. Off: cuDNN (or a graph).
   bool narrow_convs = true;
   // CUDA on compute capability 9.0 (Hopper), 2D, bf16 or float32 with TF32 allowed,
   // channels-last: a stride-1 convolution with C_out a multiple of 64 and C_in of 32 (float32)

@@ -61,10 +61,10 @@ struct Bound {
   // epilogue_used: it did in the warm-up (chosen by timing, or forced)
   bool epilogue = false, epilogue_used = false;
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
-  // NativeOptions::narrow_convs); narrow_used: it did in the warm-up. One with few input channels
-  // may run as pnp's head kernel (the same option; chosen by timing like the Hopper kernels);
-  // few_in_used: it did
-  bool narrow = false, narrow_used = false, few_in_used = false;
+  // NativeOptions::narrow_convs); narrow_used: it did in the warm-up. One with few input or
+  // (2 to 4) output channels may run as pnp's head or tail kernel (the same option; chosen by
+  // timing like the Hopper kernels); few_in_used, few_out_used: it did
+  bool narrow = false, narrow_used = false, few_in_used = false, few_out_used = false;
   // A convolution whose channels fill 64 x 256 tiles may run as pnp's Hopper kernels
   // (wgmma_conv.hpp; NativeOptions::wgmma_convs): chosen by timing with the cuDNN graphs where
   // those are (epilogue), else always; wgmma_used: it did in the warm-up
@@ -72,7 +72,12 @@ struct Bound {
 };
 
 // Which of pnp's own kernels runs a layout chosen by timing (the executor's epilogue layouts).
-enum class PnpKernel { none, few_in, hopper };
+enum class PnpKernel { none, few_in, few_out, hopper };
+
+// Its name in the notes.
+const char* pnp_kernel_name(PnpKernel k) {
+  return k == PnpKernel::few_in ? "head" : k == PnpKernel::few_out ? "tail" : "Hopper";
+}
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
 
@@ -369,7 +374,7 @@ class NativeImpl final : public NativeExecutor {
       if (const PnpKernel k = pnp_kernel(s, t, x, z, padding); k != PnpKernel::none) {
         e.pnp_kernel = k;
         run_pnp(k, s, t, x, z, y, padding);
-        bool& used = k == PnpKernel::few_in ? t.few_in_used : t.wgmma_used;
+        bool& used = k == PnpKernel::few_in ? t.few_in_used : k == PnpKernel::few_out ? t.few_out_used : t.wgmma_used;
         used = used || validating_ || from_cache_capture_;
         return y;
       }  // (a list's entry for a kernel that does not take the layout here: cuDNN's side)
@@ -424,7 +429,7 @@ class NativeImpl final : public NativeExecutor {
                           native::epilogue_environment(device_.index()) + " torch=" + TORCH_VERSION +
                               " dtype=" + std::string(c10::toString(dtype_)) +
                               " tf32=" + (at::globalContext().allowTF32CuDNN() ? "1" : "0") +
-                              // which layouts pnp's kernels take (2: the head kernel too), so an
+                              // which layouts pnp's kernels take (2: the head and tail kernels too), so an
                               // entry timed without a kernel is not kept once one applies
                               " pnp_kernels=2" +
                               // the generic ops a graph was timed against ran on ATen's benchmark or on its heuristics
@@ -571,10 +576,12 @@ class NativeImpl final : public NativeExecutor {
   }
 
   // Which of pnp's kernels may run this layout: one that takes it with its option on (the head
-  // kernel before the Hopper kernels: they take no C_in below 32), or none.
+  // and tail kernels before the Hopper kernels, which take no C_in below 32 or C_out below 64),
+  // or none.
   PnpKernel pnp_kernel(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
                        const std::vector<int64_t>& padding) const {
     if (t.narrow && native::few_in_conv_applies(x, t.w, s.stride, padding, s.groups, z)) return PnpKernel::few_in;
+    if (t.narrow && native::few_out_conv_applies(x, t.w, s.stride, padding, s.groups, z)) return PnpKernel::few_out;
 #ifdef PNP_HAVE_WGMMA_CONV
     if (t.wgmma && wgmma_applies(s, t, x, z, padding)) return PnpKernel::hopper;
 #endif
@@ -586,6 +593,10 @@ class NativeImpl final : public NativeExecutor {
                const std::vector<int64_t>& padding) const {
     if (k == PnpKernel::few_in) {
       native::few_in_conv(x, t.w, graph_bias(t), z, s.relu, padding, &y);
+      return;
+    }
+    if (k == PnpKernel::few_out) {
+      native::few_out_conv(x, t.w, graph_bias(t), z, s.relu, padding, &y);
       return;
     }
 #ifdef PNP_HAVE_WGMMA_CONV
@@ -732,8 +743,8 @@ class NativeImpl final : public NativeExecutor {
         r += "; " + e.shape + buf + (e.use || e.pnp ? "" : ", the two ops run") + from;
       }
       if (!std::isnan(e.pnp_ms)) {
-        std::snprintf(buf, sizeof buf, ", pnp's %s kernel %.3f ms%s", e.pnp_kernel == PnpKernel::few_in ? "head" : "Hopper",
-                      e.pnp_ms, e.pnp ? " (runs)" : "");
+        std::snprintf(buf, sizeof buf, ", pnp's %s kernel %.3f ms%s", pnp_kernel_name(e.pnp_kernel), e.pnp_ms,
+                      e.pnp ? " (runs)" : "");
         r += buf;
       }
       if (!e.cached && e.build_s > 0) {  // the plans' build: the slowest candidate (in parallel) or all (serial)
@@ -980,12 +991,13 @@ class NativeImpl final : public NativeExecutor {
     // (now unused) blocks back so that later non-torch allocations (NCCL, ...) find memory.
     c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0, few_in = 0, wgmma = 0;
+    int fused = 0, epilogues = 0, graphs = 0, adds = 0, adds_used = 0, narrow = 0, few_in = 0, few_out = 0, wgmma = 0;
     for (size_t k = 0; k < bound_.size(); ++k) {
       const Bound& t = bound_[k];
-      fused += t.cudnn && !t.epilogue_used && !t.narrow_used && !t.few_in_used && !t.wgmma_used;
+      fused += t.cudnn && !t.epilogue_used && !t.narrow_used && !t.few_in_used && !t.few_out_used && !t.wgmma_used;
       narrow += t.narrow_used;
       few_in += t.few_in_used;
+      few_out += t.few_out_used;
       wgmma += t.wgmma_used;
       epilogues += t.epilogue, graphs += t.epilogue_used;
       const PlanStep& s = plan_.steps[k];
@@ -999,6 +1011,9 @@ class NativeImpl final : public NativeExecutor {
     if (few_in > 0)
       notes_.push_back("CUDA: " + std::to_string(few_in) +
                        " convolution(s) with few input channels run as pnp's head kernel (narrow_conv.hpp)");
+    if (few_out > 0)
+      notes_.push_back("CUDA: " + std::to_string(few_out) +
+                       " convolution(s) with few output channels run as pnp's tail kernel (narrow_conv.hpp)");
     if (wgmma > 0)
       notes_.push_back("CUDA: " + std::to_string(wgmma) + " convolution(s) run as pnp's Hopper kernel (wgmma_conv.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE

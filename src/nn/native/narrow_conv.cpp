@@ -19,17 +19,41 @@ bool narrow_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::ve
                                         dt == at::kBFloat16);
 }
 
+namespace {
+
+// The bias checked, the output made (or *out checked), the kernel launched on the current stream.
+at::Tensor launch_checked(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
+                          const std::vector<int64_t>& padding, at::Tensor* out, const char* who,
+                          bool (*launch)(const kernels::NarrowConvArgs&, void*)) {
+  if (b && !bias_for(*b, w))
+    throw Error(std::string(who) + ": the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
+  at::Tensor y = nhwc_conv_output_or(x, w, padding, out, who);
+  kernels::NarrowConvArgs a;
+  fill_conv_args(a, x, w, b, z, y, relu, padding);
+  if (!launch(a, c10::cuda::getCurrentCUDAStream().stream())) throw Error(std::string(who) + ": the kernel launch failed");
+  return y;
+}
+
+}  // namespace
+
 at::Tensor narrow_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                        const std::vector<int64_t>& padding) {
   if (!narrow_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("narrow_conv: no kernel for this convolution");
-  if (b && !bias_for(*b, w))
-    throw Error("narrow_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
-  at::Tensor y = nhwc_conv_output(x, w, padding);
-  kernels::NarrowConvArgs a;
-  fill_conv_args(a, x, w, b, z, y, relu, padding);
-  if (!kernels::launch_narrow_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
-    throw Error("narrow_conv: the kernel launch failed");
-  return y;
+  return launch_checked(x, w, b, z, relu, padding, nullptr, "narrow_conv", kernels::launch_narrow_conv);
+}
+
+bool few_out_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
+                          const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z) {
+  return plain_nhwc_conv(x, w, stride, padding, groups, z) &&
+         kernels::few_out_rows_supported(static_cast<int>(x.size(1)), static_cast<int>(w.size(0)),
+                                         static_cast<int>(w.size(2)), static_cast<int>(w.size(3)),
+                                         static_cast<int>(padding[0]), static_cast<int>(padding[1]));
+}
+
+at::Tensor few_out_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
+                        const std::vector<int64_t>& padding, at::Tensor* out) {
+  if (!few_out_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("few_out_conv: no kernel for this convolution");
+  return launch_checked(x, w, b, z, relu, padding, out, "few_out_conv", kernels::launch_few_out_rows);
 }
 
 bool few_in_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
@@ -42,14 +66,7 @@ bool few_in_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::ve
 at::Tensor few_in_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                        const std::vector<int64_t>& padding, at::Tensor* out) {
   if (!few_in_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("few_in_conv: no kernel for this convolution");
-  if (b && !bias_for(*b, w))
-    throw Error("few_in_conv: the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
-  at::Tensor y = nhwc_conv_output_or(x, w, padding, out, "few_in_conv");
-  kernels::NarrowConvArgs a;
-  fill_conv_args(a, x, w, b, z, y, relu, padding);
-  if (!kernels::launch_few_in_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
-    throw Error("few_in_conv: the kernel launch failed");
-  return y;
+  return launch_checked(x, w, b, z, relu, padding, out, "few_in_conv", kernels::launch_few_in_conv);
 }
 
 }  // namespace pnp::nn::native

@@ -3,7 +3,13 @@
 // One output channel (a gray network's last: DRUNet's 64 -> 1 tail). cuDNN runs it as an implicit GEMM whose tile is mostly padding (1 output in a
 // tile 64 wide) and then converts NHWC to NCHW: DRUNet 1 ch 4096² on an H200, 6.47 + 0.96 ms for
 // a 4.3 GB read; the kernel (narrow_conv_kernels.cu) is a direct convolution in float32 FMA,
-// 3.81 ms (docs/measurements/2026-12-02d). The executor runs it wherever it applies.
+// 3.81 ms (docs/measurements/2026-12-02d). The executor runs it wherever it applies. From 64
+// inputs with a 3x3 kernel (padding 1) it is the kernel down rows of few_out_conv.
+//
+// Two to four outputs from 64 inputs (DnCNN's and UNet's 64 -> 3 tails): cuDNN computes them in
+// a tile 64 outputs wide (DnCNN 3 ch 2048²: 1.34 ms plus a 0.04 ms add, for a 1.07 GB read).
+// few_out_conv walks down rows with the weights in registers, reading every input byte once; the
+// executor times it against cuDNN's choice per layout.
 //
 // Few input channels (a network's head: an image's 1 to 4 channels, with its noise map, to 64 or
 // more): cuDNN's implicit GEMM pads the channels and reads like a deep layer, where the head is a
@@ -30,6 +36,16 @@ bool narrow_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::ve
 // a contiguous, aligned [C_out] of x's dtype.
 at::Tensor narrow_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                        const std::vector<int64_t>& padding);
+
+// Whether few_out_conv takes this convolution: as narrow_conv_applies, but C_in 64, C_out 1 to 4,
+// a 3x3 kernel with padding 1 (the kernel down rows, narrow_conv_kernels.cu; narrow_conv runs
+// it too where it applies).
+bool few_out_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
+                          const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z = nullptr);
+
+// y = conv(x, w) (+ b) (+ z) (then ReLU) as few_in_conv, where few_out_conv_applies.
+at::Tensor few_out_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
+                        const std::vector<int64_t>& padding, at::Tensor* out = nullptr);
 
 // Whether few_in_conv takes this convolution: CUDA, 2D, float32 or bf16, channels-last x and w,
 // stride 1, groups 1, padding below the kernel, a 3x3 kernel, C_in 1 to 4 and C_out a multiple of

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace pnp::nn::native::kernels {
 namespace {
@@ -73,6 +74,25 @@ __device__ __forceinline__ float from_f<float>(float v) {
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
+}
+
+// float4s of 4 channels: loaded from 16 bytes of float32 or 8 of bf16, stored back likewise
+__device__ __forceinline__ float component(const float4& v, int c) {
+  return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  const uint2 r = *reinterpret_cast<const uint2*>(p);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+__device__ __forceinline__ void store4(float* p, const float4& v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ __forceinline__ void store4(__nv_bfloat16* p, const float4& v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  uint2 r;
+  r.x = *reinterpret_cast<const unsigned*>(&lo), r.y = *reinterpret_cast<const unsigned*>(&hi);
+  *reinterpret_cast<uint2*>(p) = r;
 }
 
 constexpr int kThreads = 128;
@@ -182,27 +202,124 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
   }
 }
 
+// ---- few outputs from 64 inputs, down rows ----------------------------------------------
+// 3x3, padding 1, C_in 64, C_out 1 to 4 (a network's tail: DnCNN's and UNet's 64 -> 3, DRUNet's
+// 64 -> 1). A group of 16 lanes owns a strip of P output pixels and walks down a band of rows;
+// lane l owns input channels 4l .. 4l + 3, holds their weights for every tap and output in
+// registers (9 CO float4s) and loads its 16 or 8 bytes of each pixel of the strip's window
+// (P + 2 pixels) once per input row, straight from global memory (a warp's loads of a pixel are
+// one contiguous 256 or 128 bytes), the next row in flight while this one is multiplied. Input
+// row rho feeds output rows rho + 1, rho and rho - 1 (kernel rows 0, 1, 2): three rows of
+// accumulators, rotated by unrolling the walk by three; a completed row's 16 partial sums per
+// output meet in shared memory, one lane per output adds them and stores it with its bias,
+// residual and ReLU. So every input byte is read once from DRAM (plus the bands' two halo rows)
+// and no weight is loaded twice, where few_out_kernel reloads a weight float4 every 4 FMAs.
+constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32;
+
+template <typename T, int CO, int P>
+__global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowConvArgs a) {
+  constexpr int G = kTailThreads / kTailLanes, N = P * CO, W = P + 2;
+  __shared__ float red[G][kTailLanes][N + 1];  // (+1: the lanes' rows on distinct banks)
+  const int lane = threadIdx.x % kTailLanes, gq = threadIdx.x / kTailLanes;
+  const int tiles_w = (a.ow + G * P - 1) / (G * P), bands = (a.oh + kTailBand - 1) / kTailBand;
+  const int tile = static_cast<int>(blockIdx.x % tiles_w), band = static_cast<int>((blockIdx.x / tiles_w) % bands);
+  const int n = static_cast<int>(blockIdx.x / (static_cast<unsigned>(tiles_w) * bands));
+  const int oh0 = band * kTailBand, oh1 = min(oh0 + kTailBand, a.oh), ow0 = tile * G * P + gq * P;
+  const int rows_in = oh1 - oh0 + 2;  // input rows oh0 - 1 .. oh1
+  const T* __restrict__ x = static_cast<const T*>(a.x);
+  const T* __restrict__ wp = static_cast<const T*>(a.w);  // [CO][3][3][64]
+  float4 w[3][3][CO];
+#pragma unroll
+  for (int kr = 0; kr < 3; ++kr)
+#pragma unroll
+    for (int kc = 0; kc < 3; ++kc)
+#pragma unroll
+      for (int co = 0; co < CO; ++co) w[kr][kc][co] = load4(wp + ((co * 3 + kr) * 3 + kc) * 64 + 4 * lane);
+  // input row ih's window for this lane (zeros outside the image: the padding)
+  auto load_row = [&](int ih, float4 (&v)[W]) {
+    const bool row_ok = ih >= 0 && ih < a.h;
+    const T* base = x + (static_cast<int64_t>(n) * a.h + (row_ok ? ih : 0)) * a.w_in * 64 + 4 * lane;
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+      const int iw = ow0 - 1 + j;
+      v[j] = row_ok && iw >= 0 && iw < a.w_in ? load4(base + static_cast<int64_t>(iw) * 64) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  float acc[3][P][CO];
+#pragma unroll
+  for (int s = 0; s < 3; ++s)
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int co = 0; co < CO; ++co) acc[s][p][co] = 0.f;
+  const T* __restrict__ b = static_cast<const T*>(a.b);
+  const T* __restrict__ z = static_cast<const T*>(a.z);
+  T* __restrict__ y = static_cast<T*>(a.y);
+  // output row oh0 + u from accumulator slot s: the partial sums summed over the lanes, stored
+  auto emit = [&](float (&acc_s)[P][CO], int u) {
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int co = 0; co < CO; ++co) red[gq][lane][p * CO + co] = acc_s[p][co];
+    __syncwarp();
+    for (int j = lane; j < N; j += kTailLanes) {
+      float v = 0.f;
+#pragma unroll
+      for (int k = 0; k < kTailLanes; ++k) v += red[gq][k][j];
+      const int p = j / CO, co = j % CO, ow = ow0 + p;
+      if (ow < a.ow) {
+        const int64_t o = ((static_cast<int64_t>(n) * a.oh + oh0 + u) * a.ow + ow) * CO + co;
+        if (b) v += to_f(b[co]);
+        if (z) v += to_f(z[o]);
+        if (a.relu) v = fmaxf(v, 0.f);
+        y[o] = from_f<T>(v);
+      }
+    }
+    __syncwarp();
+  };
+  float4 cur[W], nxt[W];
+  load_row(oh0 - 1, cur);
+  // input row m (oh0 - 1 + m) with m % 3 == M: kernel row kr adds to output row m - kr, whose
+  // accumulators are slot (M - kr) mod 3; output row m - 2 is then complete
+  auto step = [&](auto M_, int m) {
+    constexpr int M = decltype(M_)::value;
+    if (m + 1 < rows_in) load_row(oh0 + m, nxt);
+#pragma unroll
+    for (int kr = 0; kr < 3; ++kr) {
+      float(&as)[P][CO] = acc[(M - kr + 3) % 3];
+#pragma unroll
+      for (int kc = 0; kc < 3; ++kc)
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+          const float4 v = cur[p + kc];
+#pragma unroll
+          for (int co = 0; co < CO; ++co) {
+            const float4 wv = w[kr][kc][co];
+            float t = as[p][co];
+            t = fmaf(v.x, wv.x, t), t = fmaf(v.y, wv.y, t), t = fmaf(v.z, wv.z, t), t = fmaf(v.w, wv.w, t);
+            as[p][co] = t;
+          }
+        }
+    }
+    float(&done)[P][CO] = acc[(M + 1) % 3];
+    if (m >= 2) emit(done, m - 2);
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int co = 0; co < CO; ++co) done[p][co] = 0.f;
+#pragma unroll
+    for (int j = 0; j < W; ++j) cur[j] = nxt[j];
+  };
+  for (int m = 0; m < rows_in; m += 3) {  // (rows_in is the block's: every lane takes the same steps)
+    step(std::integral_constant<int, 0>{}, m);
+    if (m + 1 < rows_in) step(std::integral_constant<int, 1>{}, m + 1);
+    if (m + 2 < rows_in) step(std::integral_constant<int, 2>{}, m + 2);
+  }
+}
+
 // ---- few inputs ------------------------------------------------------------------------
 // 16 pixel groups x 16 output groups; a block's tile: 128 pixels of 8 rows (4096 blocks at 2048²)
 constexpr int kHeadThreads = 256, kHeadTile = 128, kHeadPixels = 8, kHeadBand = 8;
-
-__device__ __forceinline__ float component(const float4& v, int c) {
-  return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
-}
-__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
-  const uint2 r = *reinterpret_cast<const uint2*>(p);
-  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.x));
-  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r.y));
-  return make_float4(lo.x, lo.y, hi.x, hi.y);
-}
-__device__ __forceinline__ void store4(float* p, const float4& v) { *reinterpret_cast<float4*>(p) = v; }
-__device__ __forceinline__ void store4(__nv_bfloat16* p, const float4& v) {
-  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-  uint2 r;
-  r.x = *reinterpret_cast<const unsigned*>(&lo), r.y = *reinterpret_cast<const unsigned*>(&hi);
-  *reinterpret_cast<uint2*>(p) = r;
-}
 
 // Block (column tile, band, output block): 128 pixels from column tile * 128 of the output rows
 // of one band (kHeadBand rows of one image), outputs 64 * blockIdx.y ...; K x K kernel, CI <= 4
@@ -315,6 +432,28 @@ bool few_in(const NarrowConvArgs& a, void* stream) {
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
+template <typename T, int CO>
+bool few_out_rows(const NarrowConvArgs& a, void* stream) {
+  constexpr int P = CO <= 2 ? 8 : 4;  // (the registers: 9 CO weight float4s, 3 P CO sums, two windows)
+  constexpr int tile = kTailThreads / kTailLanes * P;
+  const int64_t blocks = static_cast<int64_t>(a.n) * ((a.oh + kTailBand - 1) / kTailBand) * ((a.ow + tile - 1) / tile);
+  if (blocks > 0x7fffffff) return false;
+  if (blocks == 0) return true;
+  few_out_rows_kernel<T, CO, P><<<static_cast<unsigned>(blocks), kTailThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  return cudaPeekAtLastError() == cudaSuccess;
+}
+
+template <typename T>
+bool dispatch_few_out_rows(const NarrowConvArgs& a, void* stream) {
+  switch (a.co) {
+    case 1: return few_out_rows<T, 1>(a, stream);
+    case 2: return few_out_rows<T, 2>(a, stream);
+    case 3: return few_out_rows<T, 3>(a, stream);
+    case 4: return few_out_rows<T, 4>(a, stream);
+    default: return false;
+  }
+}
+
 template <typename T>
 bool dispatch_few_in(const NarrowConvArgs& a, void* stream) {
   switch (a.ci) {
@@ -385,6 +524,15 @@ bool narrow_conv_supported(int ci, int co, int k, bool bf16) {
   return co == 1 && ci >= v && ci % v == 0 && static_cast<int64_t>(ci) * k * k * 4 <= 48 * 1024;
 }
 
+bool few_out_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w) {
+  return ci == 64 && co >= 1 && co <= 4 && kh == 3 && kw == 3 && pad_h == 1 && pad_w == 1;
+}
+
+bool launch_few_out_rows(const NarrowConvArgs& a, void* stream) {
+  if (!few_out_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w)) return false;
+  return a.bf16 ? dispatch_few_out_rows<__nv_bfloat16>(a, stream) : dispatch_few_out_rows<float>(a, stream);
+}
+
 bool few_in_conv_supported(int ci, int co, int kh, int kw) {
   return ci >= 1 && ci <= 4 && co >= 64 && co % 64 == 0 && kh == 3 && kw == 3 && co <= 64 * 65535;
 }
@@ -396,6 +544,7 @@ bool launch_few_in_conv(const NarrowConvArgs& a, void* stream) {
 
 bool launch_narrow_conv(const NarrowConvArgs& a, void* stream) {
   if (a.kh != a.kw || !narrow_conv_supported(a.ci, a.co, a.kh, a.bf16)) return false;
+  if (few_out_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w)) return launch_few_out_rows(a, stream);
   return a.bf16 ? dispatch<__nv_bfloat16>(a, stream) : dispatch<float>(a, stream);
 }
 

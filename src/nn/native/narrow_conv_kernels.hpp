@@ -17,6 +17,12 @@ bool narrow_conv_supported(int ci, int co, int k, bool bf16);
 // launch failed.
 bool launch_narrow_conv(const NarrowConvArgs& a, void* stream);
 
+// Whether the few-output kernel down rows exists: C_in 64, C_out 1 to 4, 3x3, padding 1.
+bool few_out_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w);
+
+// Launches it on the CUDA stream; false as launch_narrow_conv.
+bool launch_few_out_rows(const NarrowConvArgs& a, void* stream);
+
 // Whether the few-input kernel exists: C_in 1 to 4, C_out a multiple of 64, a 3x3 kernel.
 bool few_in_conv_supported(int ci, int co, int kh, int kw);
 
