@@ -118,6 +118,23 @@ ConvCase conv_case(at::ScalarType dtype, int64_t n, int64_t ci, int64_t co, int6
   if (c.relu) c.ref = at::relu(c.ref);
   return c;
 }
+// A network with pnp's own kernels (nat) against the float64 reference and against the same
+// network without them (other, cuDNN), on xin; then nat replayed in its CUDA graph on another
+// input (seed) against float64. Tolerances: TF32 in float32, bf16's rounding.
+void check_net_kernels(NativeExecutor& nat, NativeExecutor& other, const Graph& g, const Weights& wts,
+                       const std::vector<int64_t>& shape, const at::Tensor& xin, const at::Tensor& ref64,
+                       at::ScalarType dtype, uint64_t seed) {
+  const at::Tensor y = nat.forward(xin, 0.2), yo = other.forward(xin, 0.2);
+  const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
+  MESSAGE("  rel err to float64: pnp's kernels " << rel_err(y, ref64) << ", cuDNN " << rel_err(yo, ref64));
+  CHECK(rel_err(y, ref64) < tol);
+  CHECK(rel_err(y, yo) < tol);
+  CHECK(ref64.abs().max().item<double>() > 1e-3);  // content (random DRUNet outputs are small)
+  CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
+  const at::Tensor x2 = rnd(shape, seed);
+  CHECK(rel_err(nat.forward(x2.to(xin.device()), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) <
+        tol);
+}
 #endif
 }  // namespace
 
@@ -628,14 +645,7 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
       off.narrow_convs = false;
       auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
       CHECK(notes_of(*cudnn).find("narrow kernel") == std::string::npos);
-      const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
-      const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
-      CHECK(rel_err(y, ref64) < tol);
-      CHECK(rel_err(y, yc) < tol);
-      CHECK(ref64.abs().max().item<double>() > 1e-3);  // content (random DRUNet outputs are small)
-      CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
-      at::Tensor x2 = rnd(c.shape, 43);  // replayed in the CUDA graph
-      CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
+      check_net_kernels(*nat, *cudnn, g, wts, c.shape, xin, ref64, dtype, 43);
     }
 }
 TEST_CASE("native: convolutions with few input or output channels as pnp's head and tail kernels, against float64 (CUDA)") {
@@ -762,11 +772,7 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
       off.narrow_convs = false;
       auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
       CHECK(notes_of(*cudnn).find("head kernel") == std::string::npos);
-      const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
-      const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
-      CHECK(rel_err(y, ref64) < tol);
-      CHECK(rel_err(y, yc) < tol);
-      CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
+      check_net_kernels(*nat, *cudnn, g, wts, c.shape, xin, ref64, dtype, 63);
     }
 }
 #ifdef PNP_HAVE_WGMMA_CONV
@@ -906,15 +912,7 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
       off.wgmma_convs = false;
       auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);  // cuDNN
       CHECK(notes_of(*cudnn).find("Hopper kernel") == std::string::npos);
-      const at::Tensor y = nat->forward(xin, 0.2), yc = cudnn->forward(xin, 0.2);
-      const double tol = dtype == at::kFloat ? 5e-3 : 2e-2;
-      MESSAGE("  rel err to float64: Hopper kernel " << rel_err(y, ref64) << ", cuDNN " << rel_err(yc, ref64));
-      CHECK(rel_err(y, ref64) < tol);
-      CHECK(rel_err(y, yc) < tol);
-      CHECK(ref64.abs().max().item<double>() > 1e-3);  // content
-      CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
-      at::Tensor x2 = rnd(c.shape, 53);  // replayed in the CUDA graph
-      CHECK(rel_err(nat->forward(x2.to(dev), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
+      check_net_kernels(*nat, *cudnn, g, wts, c.shape, xin, ref64, dtype, 53);
     }
   ctx.setAllowTF32CuDNN(tf32);
 }
