@@ -71,6 +71,7 @@ struct Bound {
   bool wgmma = false, wgmma_used = false;
 };
 
+#ifdef PNP_HAVE_CUDNN_FE
 // Which of pnp's own kernels runs a layout chosen by timing (the executor's epilogue layouts).
 enum class PnpKernel { none, few_in, few_out, hopper };
 
@@ -78,6 +79,7 @@ enum class PnpKernel { none, few_in, few_out, hopper };
 const char* pnp_kernel_name(PnpKernel k) {
   return k == PnpKernel::few_in ? "head" : k == PnpKernel::few_out ? "tail" : "Hopper";
 }
+#endif
 
 at::MemoryFormat cl_format(int dim) { return dim == 3 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast; }
 
@@ -407,7 +409,7 @@ class NativeImpl final : public NativeExecutor {
     bool use = false, cached = false;  // cached: the choice (and plan) came from the plan cache
     double graph_ms = 0, generic_ms = 0;  // NaN when not timed
     // pnp's kernel for the layout (pnp_kernel: the Hopper kernels, wgmma_conv.hpp, or the head
-    // kernel, narrow_conv.hpp) runs instead of cuDNN's choice (the graph or the generic ops);
+    // or tail kernel, narrow_conv.hpp) runs instead of cuDNN's choice (the graph or the generic ops);
     // pnp_ms: its time, NaN when not timed (no kernel of pnp's applies)
     bool pnp = false;
     PnpKernel pnp_kernel = PnpKernel::none;

@@ -1,21 +1,24 @@
-// Convolutions with few channels on one side as pnp's own CUDA kernels (narrow_conv_kernels.cu).
+// Convolutions with few channels on one side as pnp's own CUDA kernels (narrow_conv_kernels.cu),
+// direct convolutions in float32 FMA. CUDA builds only.
 //
-// One output channel (a gray network's last: DRUNet's 64 -> 1 tail). cuDNN runs it as an implicit GEMM whose tile is mostly padding (1 output in a
-// tile 64 wide) and then converts NHWC to NCHW: DRUNet 1 ch 4096² on an H200, 6.47 + 0.96 ms for
-// a 4.3 GB read; the kernel (narrow_conv_kernels.cu) is a direct convolution in float32 FMA,
-// 3.81 ms (docs/measurements/2026-12-02d). The executor runs it wherever it applies. From 64
-// inputs with a 3x3 kernel (padding 1) it is the kernel down rows of few_out_conv.
+// One output channel (a gray network's last: DRUNet's 64 -> 1 tail). cuDNN runs it as an
+// implicit GEMM whose tile is mostly padding (1 output in a tile 64 wide), then converts NHWC to
+// NCHW: DRUNet 1 ch 4096² on an H200, 6.47 + 0.96 ms for a 4.3 GB read, against 3.81 ms for
+// narrow_conv's first kernel (docs/measurements/2026-12-02d). The executor runs it wherever it
+// applies. From 64 inputs with a 3x3 kernel (padding 1) it is few_out_conv's kernel down rows
+// (1.42 ms there, docs/measurements/2026-12-03b).
 //
 // Two to four outputs from 64 inputs (DnCNN's and UNet's 64 -> 3 tails): cuDNN computes them in
 // a tile 64 outputs wide (DnCNN 3 ch 2048²: 1.34 ms plus a 0.04 ms add, for a 1.07 GB read).
-// few_out_conv walks down rows with the weights in registers, reading every input byte once; the
-// executor times it against cuDNN's choice per layout.
+// few_out_conv walks down rows with the weights in registers, reading every input byte once.
 //
 // Few input channels (a network's head: an image's 1 to 4 channels, with its noise map, to 64 or
-// more): cuDNN's implicit GEMM pads the channels and reads like a deep layer, where the head is a
-// write (DnCNN 3 ch 2048²'s head 1.34 ms for 1.07 GB). few_in_conv is a direct convolution in
-// float32 FMA that stages the window and the weights in shared memory once per 128 pixels. The
-// executor times it against cuDNN's choice per layout, like the Hopper kernels. CUDA builds only.
+// more): cuDNN's implicit GEMM pads the channels and reads like a deep layer, where the head is
+// a write (DnCNN 3 ch 2048²'s head 0.58 ms for 1.07 GB, twice its floor). few_in_conv stages the
+// window and the weights in shared memory once per 128 pixels of 8 rows.
+//
+// The executor times few_out_conv and few_in_conv per layout against cuDNN's choice, like the
+// Hopper kernels, and keeps the faster.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -17,8 +17,9 @@
 //
 // Few inputs (few_in_kernel, 2026-12-03). The head (C_in 1 to 4, C_out 64 and up) is a write:
 // at 2048² and 64 float32 outputs, 1.07 GB out against 50 MB in and 7.2 G FMAs, 0.26 ms of
-// bandwidth and 0.22 ms of FMA on an H200. cuDNN pads C_in to 4 or 8 and runs an implicit GEMM
-// tile built for deep inputs (DnCNN 3 ch 2048²'s head: 1.34 ms, docs/measurements/2026-12-03).
+// bandwidth and 0.22 ms of FMA on an H200. cuDNN pads C_in and runs an implicit GEMM built for
+// deep inputs (DnCNN 3 ch 2048²'s head 0.58 ms, DRUNet 1 ch 4096²'s 2 -> 64 head 2.3 ms fp32 and
+// 4.2 ms bf16; this kernel 0.51, 1.46 and 1.45 ms, docs/measurements/2026-12-03b).
 // The kernel is output-stationary: a block owns 128 pixels of 8 output rows and 64 outputs;
 // the 64 outputs' weights (float4s of 4 outputs) are staged in shared memory once, and the
 // window's input rows (every channel as one float4) go through a ring in shared memory, one new
@@ -214,6 +215,9 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
 // output meet in shared memory, one lane per output adds them and stores it with its bias,
 // residual and ReLU. So every input byte is read once from DRAM (plus the bands' two halo rows)
 // and no weight is loaded twice, where few_out_kernel reloads a weight float4 every 4 FMAs.
+// On an H200 (docs/measurements/2026-12-03b): DnCNN 3 ch 2048²'s tail 0.675 ms against cuDNN's
+// 1.455 ms; DRUNet 1 ch 4096²'s 64 -> 1 tail 1.42 ms (few_out_kernel 3.60 ms). At 3 outputs it
+// takes 255 registers (8 warps a multiprocessor) and is latency-bound (1.59 TB/s).
 constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32;
 
 template <typename T, int CO, int P>
