@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device call 2 of 2026-12-03b (call 1's code, caea227): Nsight Compute on pnp's head and tail
+# Device call 2 of 2026-12-03b (call 1's kernels; d8acef3 changed comments only): Nsight Compute on pnp's head and tail
 # kernels (DnCNN 3 ch 2048²'s 3 -> 64 head and 64 -> 3 tail, DRUNet 1 ch 4096²'s 2 -> 64 head and
 # 64 -> 1 tail), to see what holds them above their floors; then a second side by side of the
 # 2048² networks (pnp_bench: eager, native, deepinv 0.5.0 under torch.compile) in this call.
