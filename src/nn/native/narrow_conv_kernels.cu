@@ -217,40 +217,14 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
 // and no weight is loaded twice, where few_out_kernel reloads a weight float4 every 4 FMAs.
 // On an H200 (docs/measurements/2026-12-03b): DnCNN 3 ch 2048²'s tail 0.675 ms against cuDNN's
 // 1.455 ms; DRUNet 1 ch 4096²'s 64 -> 1 tail 1.42 ms (few_out_kernel 3.60 ms). At 3 outputs it
-// takes 255 registers (8 warps a multiprocessor) and is latency-bound (1.59 TB/s).
-//
-// RING (2 to 4 outputs): the block's window rows come through a ring of kTailStages rows in
-// shared memory by cp.async, three rows ahead, instead of one row ahead in registers: at 3
-// outputs the weights and sums leave registers for one block (8 warps) a multiprocessor only,
-// too few to hide a load's latency one row ahead (Nsight Compute, 2026-12-03b call 2).
-constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32, kTailStages = 4;
+// takes 255 registers (8 warps a multiprocessor) and is latency-bound (1.59 TB/s). The window
+// rows through a cp.async ring in shared memory, three rows ahead, were correct and slower
+// there (0.81 ms, 2026-12-03b call 3), and were not kept.
+constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32;
 
-// 16 bytes from global to shared memory, asynchronously from sm_80 (zeros where bytes is 0).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
-#if __CUDA_ARCH__ >= 800
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
-#else
-  *static_cast<uint4*>(dst) = bytes ? *static_cast<const uint4*>(src) : make_uint4(0, 0, 0, 0);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
-template <typename T, int CO, int P, bool RING>
+template <typename T, int CO, int P>
 __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowConvArgs a) {
   constexpr int G = kTailThreads / kTailLanes, N = P * CO, W = P + 2;
-  constexpr int BW = G * P + 2, CH = 64 * static_cast<int>(sizeof(T)) / 16;  // the block's window; 16-byte chunks a pixel
-  extern __shared__ __align__(16) unsigned char tail_ring[];  // RING: [kTailStages][BW][64] of T
   __shared__ float red[G][kTailLanes][N + 1];  // (+1: the lanes' rows on distinct banks)
   const int lane = threadIdx.x % kTailLanes, gq = threadIdx.x / kTailLanes;
   const int tiles_w = (a.ow + G * P - 1) / (G * P), bands = (a.oh + kTailBand - 1) / kTailBand;
@@ -310,47 +284,12 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
     __syncwarp();
   };
   float4 cur[W], nxt[W];
-  T* ring = reinterpret_cast<T*>(tail_ring);
-  // RING: input row m of the walk (oh0 - 1 + m) into its slot, every thread a share of its
-  // chunks, as one commit group (also where it has none, so that every thread counts alike)
-  auto issue_row = [&](int m) {
-    const int ih = oh0 - 1 + m, c0 = tile * G * P - 1;
-    const bool row_ok = ih >= 0 && ih < a.h;
-    for (int i = threadIdx.x; i < BW * CH; i += kTailThreads) {
-      const int px = i / CH, c = i % CH, iw = c0 + px;
-      const bool ok = row_ok && iw >= 0 && iw < a.w_in;
-      const T* src = ok ? x + ((static_cast<int64_t>(n) * a.h + ih) * a.w_in + iw) * 64 + c * (16 / sizeof(T)) : x;
-      cp_async16(ring + (static_cast<size_t>(m % kTailStages) * BW + px) * 64 + c * (16 / sizeof(T)), src, ok ? 16 : 0);
-    }
-    cp_async_commit();
-  };
-  if constexpr (RING) {
-#pragma unroll
-    for (int m = 0; m < kTailStages - 1; ++m)
-      if (m < rows_in)
-        issue_row(m);
-      else
-        cp_async_commit();
-  } else {
-    load_row(oh0 - 1, cur);
-  }
+  load_row(oh0 - 1, cur);
   // input row m (oh0 - 1 + m) with m % 3 == M: kernel row kr adds to output row m - kr, whose
   // accumulators are slot (M - kr) mod 3; output row m - 2 is then complete
   auto step = [&](auto M_, int m) {
     constexpr int M = decltype(M_)::value;
-    if constexpr (RING) {
-      cp_async_wait<kTailStages - 2>();  // row m has landed (the later ones may be in flight)
-      __syncthreads();                   // for every thread, and row m - 1's slot is free
-      if (m + kTailStages - 1 < rows_in)
-        issue_row(m + kTailStages - 1);
-      else
-        cp_async_commit();
-      const T* row = ring + (static_cast<size_t>(m % kTailStages) * BW + gq * P) * 64 + 4 * lane;
-#pragma unroll
-      for (int j = 0; j < W; ++j) cur[j] = load4(row + j * 64);
-    } else {
-      if (m + 1 < rows_in) load_row(oh0 + m, nxt);
-    }
+    if (m + 1 < rows_in) load_row(oh0 + m, nxt);
 #pragma unroll
     for (int kr = 0; kr < 3; ++kr) {
       float(&as)[P][CO] = acc[(M - kr + 3) % 3];
@@ -374,9 +313,8 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
     for (int p = 0; p < P; ++p)
 #pragma unroll
       for (int co = 0; co < CO; ++co) done[p][co] = 0.f;
-    if constexpr (!RING)
 #pragma unroll
-      for (int j = 0; j < W; ++j) cur[j] = nxt[j];
+    for (int j = 0; j < W; ++j) cur[j] = nxt[j];
   };
   for (int m = 0; m < rows_in; m += 3) {  // (rows_in is the block's: every lane takes the same steps)
     step(std::integral_constant<int, 0>{}, m);
@@ -503,17 +441,11 @@ bool few_in(const NarrowConvArgs& a, void* stream) {
 template <typename T, int CO>
 bool few_out_rows(const NarrowConvArgs& a, void* stream) {
   constexpr int P = CO <= 2 ? 8 : 4;  // (the registers: 9 CO weight float4s, 3 P CO sums, two windows)
-  constexpr bool RING = CO > 1;
   constexpr int tile = kTailThreads / kTailLanes * P;
   const int64_t blocks = static_cast<int64_t>(a.n) * ((a.oh + kTailBand - 1) / kTailBand) * ((a.ow + tile - 1) / tile);
   if (blocks > 0x7fffffff) return false;
   if (blocks == 0) return true;
-  constexpr int ring_bytes = RING ? kTailStages * (tile + 2) * 64 * static_cast<int>(sizeof(T)) : 0;
-  auto kernel = few_out_rows_kernel<T, CO, P, RING>;
-  static const bool sized =  // (over 48 KiB of dynamic shared memory must be asked for)
-      !RING || cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes) == cudaSuccess;
-  if (!sized) return false;
-  kernel<<<static_cast<unsigned>(blocks), kTailThreads, ring_bytes, static_cast<cudaStream_t>(stream)>>>(a);
+  few_out_rows_kernel<T, CO, P><<<static_cast<unsigned>(blocks), kTailThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
