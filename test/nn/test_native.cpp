@@ -7,6 +7,7 @@
 
 #include <array>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <regex>
 #include <unistd.h>
@@ -132,8 +133,8 @@ void check_net_kernels(NativeExecutor& nat, NativeExecutor& other, const Graph& 
   CHECK(ref64.abs().max().item<double>() > 1e-3);  // content (random DRUNet outputs are small)
   CHECK(y.abs().max().item<double>() > 0.5 * ref64.abs().max().item<double>());
   const at::Tensor x2 = rnd(shape, seed);
-  CHECK(rel_err(nat.forward(x2.to(xin.device()), 0.05), make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) <
-        tol);
+  CHECK(rel_err(nat.forward(x2.to(at::Device(at::kCUDA, 0)), 0.05),
+                make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05)) < tol);
 }
 #endif
 }  // namespace
@@ -405,6 +406,28 @@ std::string notes_of(const NativeExecutor& e) {
   return r;
 }
 
+#ifdef PNP_HAVE_CUDA
+// Each network of nets in float32 and bf16 on the GPU, compiled with `on` and with `off` (a kernel
+// of pnp's off: cuDNN), checked by check_net_kernels (inputs from prepare at seed, the replay's
+// at seed + 2); `what_ran` checks the two executors' notes.
+void check_nets_on_off(const std::vector<Case>& nets, uint64_t seed, const NativeOptions& on, const NativeOptions& off,
+                       const std::function<void(const Case&, const std::string& on_notes, const std::string& off_notes)>& what_ran) {
+  const at::Device dev(at::kCUDA, 0);
+  for (const auto& c : nets)
+    for (auto dtype : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(c.arch);
+      CAPTURE(c10::toString(dtype));
+      const auto [g, wts, xin, ref64] = prepare(c, seed, 0.2);
+      auto nat = make_native(g, wts, dev, dtype, c.shape, on);
+      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
+      const std::string notes = notes_of(*nat);
+      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
+      what_ran(c, notes, notes_of(*cudnn));
+      check_net_kernels(*nat, *cudnn, g, wts, c.shape, xin, ref64, dtype, seed + 2);
+    }
+}
+#endif
+
 TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float64 and the generic ops") {
   if (!at::hasCUDA()) {
     MESSAGE("no CUDA device: CUDA cases skipped");
@@ -630,23 +653,14 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
   // In the executor: gray DnCNN (64 -> 1 + bias + residual) and DRUNet (8 -> 1) run their last
   // convolution as the narrow kernel, to float64 accuracy as with cuDNN (TF32 in the other
   // layers), and equal to the option off.
-  const std::vector<Case> nets{{"dncnn", 2, 1, {64}, 4, {1, 1, 24, 20}, {}},
-                               {"drunet", 2, 1, {8, 16, 24, 32}, 1, {1, 1, 24, 20}, {}}};
-  for (const auto& c : nets)
-    for (auto dtype : {at::kFloat, at::kBFloat16}) {
-      CAPTURE(c.arch);
-      CAPTURE(c10::toString(dtype));
-      const auto [g, wts, xin, ref64] = prepare(c, 41, 0.2);
-      auto nat = make_native(g, wts, dev, dtype, c.shape);
-      const std::string notes = notes_of(*nat);
-      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
-      CHECK(notes.find("CUDA: 1 convolution(s) with one output channel run as pnp's narrow kernel") != std::string::npos);
-      NativeOptions off;
-      off.narrow_convs = false;
-      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
-      CHECK(notes_of(*cudnn).find("narrow kernel") == std::string::npos);
-      check_net_kernels(*nat, *cudnn, g, wts, c.shape, xin, ref64, dtype, 43);
-    }
+  NativeOptions off;
+  off.narrow_convs = false;
+  check_nets_on_off({{"dncnn", 2, 1, {64}, 4, {1, 1, 24, 20}, {}}, {"drunet", 2, 1, {8, 16, 24, 32}, 1, {1, 1, 24, 20}, {}}},
+                    41, NativeOptions{}, off, [](const Case&, const std::string& on, const std::string& cudnn) {
+                      CHECK(on.find("CUDA: 1 convolution(s) with one output channel run as pnp's narrow kernel") !=
+                            std::string::npos);
+                      CHECK(cudnn.find("narrow kernel") == std::string::npos);
+                    });
 }
 TEST_CASE("native: convolutions with few input or output channels as pnp's head and tail kernels, against float64 (CUDA)") {
   if (!at::hasCUDA()) {
@@ -756,24 +770,14 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
   // option off. (Which is faster at 40 x 200 is the GPU's call, so this checks the times are
   // there, not who won.)
   if (!native_has_cudnn_epilogues()) return;
-  const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 3, {1, 3, 40, 200}, {}},
-                               {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 136}, {}}};
-  for (const auto& c : nets)
-    for (auto dtype : {at::kFloat, at::kBFloat16}) {
-      CAPTURE(c.arch);
-      CAPTURE(c10::toString(dtype));
-      const auto [g, wts, xin, ref64] = prepare(c, 61, 0.2);
-      auto nat = make_native(g, wts, dev, dtype, c.shape);
-      const std::string notes = notes_of(*nat);
-      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << ": " << notes);
-      CHECK(notes.find("pnp's head kernel ") != std::string::npos);
-      if (c.arch == "dncnn") CHECK(notes.find("pnp's tail kernel ") != std::string::npos);
-      NativeOptions off;
-      off.narrow_convs = false;
-      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);
-      CHECK(notes_of(*cudnn).find("head kernel") == std::string::npos);
-      check_net_kernels(*nat, *cudnn, g, wts, c.shape, xin, ref64, dtype, 63);
-    }
+  NativeOptions off;
+  off.narrow_convs = false;
+  check_nets_on_off({{"dncnn", 2, 3, {64}, 3, {1, 3, 40, 200}, {}}, {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 136}, {}}},
+                    61, NativeOptions{}, off, [](const Case& c, const std::string& on, const std::string& cudnn) {
+                      CHECK(on.find("pnp's head kernel ") != std::string::npos);
+                      if (c.arch == "dncnn") CHECK(on.find("pnp's tail kernel ") != std::string::npos);
+                      CHECK(cudnn.find("head kernel") == std::string::npos);
+                    });
 }
 #ifdef PNP_HAVE_WGMMA_CONV
 TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and cuDNN (CUDA, compute capability 9.0)") {
@@ -891,29 +895,21 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
   const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 4, {1, 3, 40, 384}, {}},
                                {"dncnn", 2, 3, {64}, 4, {1, 3, 40, 300}, {}},
                                {"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 256}, {}}};
-  for (const auto& c : nets)
-    for (auto dtype : {at::kFloat, at::kBFloat16})
-      for (bool timed : {false, true}) {
-      CAPTURE(c.arch);
-      CAPTURE(c10::toString(dtype));
-      CAPTURE(timed);
-      const auto [g, wts, xin, ref64] = prepare(c, 51, 0.2);
-      NativeOptions on;
-      on.wgmma_convs = true;
-      on.autotune = timed;
-      auto nat = make_native(g, wts, dev, dtype, c.shape, on);
-      const std::string notes = notes_of(*nat);
-      MESSAGE(c.arch << " " << std::string(c10::toString(dtype)) << (timed ? " timed" : "") << ": " << notes);
+  NativeOptions off;
+  off.wgmma_convs = false;
+  for (bool timed : {false, true}) {
+    CAPTURE(timed);
+    NativeOptions on;
+    on.wgmma_convs = true;
+    on.autotune = timed;
+    check_nets_on_off(nets, 51, on, off, [&](const Case&, const std::string& notes, const std::string& cudnn) {
       if (timed && native_has_cudnn_epilogues())
         CHECK(notes.find("pnp's Hopper kernel ") != std::string::npos);  // a layout's time
       else
         CHECK(notes.find("run as pnp's Hopper kernel") != std::string::npos);
-      NativeOptions off;
-      off.wgmma_convs = false;
-      auto cudnn = make_native(g, wts, dev, dtype, c.shape, off);  // cuDNN
-      CHECK(notes_of(*cudnn).find("Hopper kernel") == std::string::npos);
-      check_net_kernels(*nat, *cudnn, g, wts, c.shape, xin, ref64, dtype, 53);
-    }
+      CHECK(cudnn.find("Hopper kernel") == std::string::npos);
+    });
+  }
   ctx.setAllowTF32CuDNN(tf32);
 }
 #endif
