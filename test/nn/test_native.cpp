@@ -19,6 +19,7 @@
 #include "native/upsample_conv.hpp"
 #ifdef PNP_HAVE_CUDA
 #include "native/narrow_conv.hpp"
+#include "native/nhwc_ops.hpp"
 #ifdef PNP_HAVE_WGMMA_CONV
 #include <ATen/cuda/CUDAContext.h>
 
@@ -49,6 +50,17 @@ std::map<std::string, int> count_patterns(const std::vector<std::string>& fusion
   return m;
 }
 
+// The phase convolution's output p ([n, 4c, h + 1, w + 1], upsample_conv_phase_weight) to the
+// ×2 upsample convolution's [n, c, 2h, 2w], with ATen's slicing: the reference for pnp's shuffle.
+at::Tensor phase_shuffle_ref(const at::Tensor& p) {
+  const int64_t c = p.size(1) / 4, h = p.size(2) - 1, w = p.size(3) - 1;
+  at::Tensor y = at::empty({p.size(0), c, 2 * h, 2 * w}, p.options().memory_format(at::MemoryFormat::Contiguous));
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 2; ++b)
+      y.slice(2, a, at::nullopt, 2).slice(3, b, at::nullopt, 2).copy_(p.narrow(1, (2 * a + b) * c, c).narrow(2, a, h).narrow(3, b, w));
+  return y;
+}
+
 struct Case {
   std::string arch;
   int dim;
@@ -64,14 +76,15 @@ std::vector<Case> cases() {
   // DRUNet nb = 1: 7 ResBlocks, each conv+relu (res.0) and conv+add (res.2 + x); no ReLU after
   //   any add, so never conv+add+relu; the skip adds read multi-use convs (no fusion).
   // UNet 2 scales: 3 blocks x 2 convs = 6 conv+bn+relu, the up conv with the ×2 upsample
-  //   before it as one transposed conv (upsample+conv+bn+relu), Conv_1x1 + residual.
+  //   before it as one transposed conv and the concat after it (upsample+conv+bn+relu+concat),
+  //   Conv_1x1 + residual.
   return {
       {"dncnn", 2, 3, {6}, 4, {2, 3, 13, 10}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
       {"dncnn", 3, 1, {4}, 4, {1, 1, 7, 6, 5}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
       {"drunet", 2, 3, {2, 3, 4, 5}, 1, {1, 3, 13, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
       {"drunet", 3, 1, {2, 3, 3, 4}, 1, {1, 1, 9, 8, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
-      {"unet", 2, 3, {3, 4}, -1, {2, 3, 7, 9}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu", 1}, {"conv+bias+add", 1}}},
-      {"unet", 3, 1, {2, 3}, -1, {1, 1, 5, 6, 4}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu", 1}, {"conv+bias+add", 1}}},
+      {"unet", 2, 3, {3, 4}, -1, {2, 3, 7, 9}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu+concat", 1}, {"conv+bias+add", 1}}},
+      {"unet", 3, 1, {2, 3}, -1, {1, 1, 5, 6, 4}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu+concat", 1}, {"conv+bias+add", 1}}},
   };
 }
 
@@ -247,7 +260,7 @@ TEST_CASE("native: options off still equal eager; BN is always folded") {
       CHECK(rel_err(nat->forward(x, 0.1), ref) < 1e-12);
       auto m = count_patterns(nat->fusions());
       if (fuse == 1)
-        CHECK(m == std::map<std::string, int>{{"conv+bn+relu", 6}, {"upsample+conv+bn+relu", 1}, {"conv+bias+add", 1}});
+        CHECK(m == std::map<std::string, int>{{"conv+bn+relu", 6}, {"upsample+conv+bn+relu+concat", 1}, {"conv+bias+add", 1}});
       else if (fuse == 2)
         CHECK(m == std::map<std::string, int>{{"conv+bn+relu", 7}, {"conv+bias+add", 1}});
       else
@@ -277,6 +290,28 @@ TEST_CASE("native: a ×2 nearest upsample and its 3×3 conv as one transposed co
     CHECK((native::upsample_conv_weight(w.to(at::kFloat)).scalar_type() == at::kFloat));
   }
   CHECK_THROWS_AS(native::upsample_conv_weight(rnd({2, 2, 5, 5}, 1)), Error);
+}
+
+TEST_CASE("native: a ×2 nearest upsample and its 3×3 conv as one convolution of the four output phases (float64)") {
+  // The phase weight against the pair it replaces: C_in != C_out, odd sizes (every border), one
+  // row and one column, two images; the phases put in place by ATen's slicing (phase_shuffle_ref)
+  for (const auto& xs : std::vector<std::vector<int64_t>>{{2, 3, 5, 7}, {1, 3, 1, 4}, {1, 3, 6, 1}}) {
+    CAPTURE(xs[2]);
+    CAPTURE(xs[3]);
+    const at::Tensor w = rnd({5, 3, 3, 3}, 31), x = rnd(xs, 32);
+    const at::Tensor ref = at::conv2d(at::upsample_nearest2d(x, {2 * xs[2], 2 * xs[3]}), w, {}, 1, 1);
+    const at::Tensor ph = native::upsample_conv_phase_weight(w);
+    CHECK(ph.sizes().vec() == std::vector<int64_t>{20, 3, 2, 2});
+    const at::Tensor p = at::conv2d(x, ph, {}, 1, 1);
+    CHECK(p.sizes().vec() == std::vector<int64_t>{xs[0], 20, xs[2] + 1, xs[3] + 1});
+    const at::Tensor y = phase_shuffle_ref(p);
+    CHECK(y.sizes() == ref.sizes());
+    CHECK(rel_err(y, ref) < 1e-13);
+    CHECK(ref.abs().max().item<double>() > 0.1);  // content
+  }
+  CHECK((native::upsample_conv_phase_weight(rnd({4, 2, 3, 3}, 33).to(at::kFloat)).scalar_type() == at::kFloat));
+  CHECK_THROWS_AS(native::upsample_conv_phase_weight(rnd({2, 2, 5, 5}, 1)), Error);     // 5×5
+  CHECK_THROWS_AS(native::upsample_conv_phase_weight(rnd({2, 2, 3, 3, 3}, 1)), Error);  // 3D
 }
 
 TEST_CASE("native: liveness-based slots are reused") {
@@ -779,6 +814,121 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
                       CHECK(cudnn.find("head kernel") == std::string::npos);
                     });
 }
+#ifdef PNP_HAVE_CUDA
+TEST_CASE("native: pnp's NHWC kernels, the phase shuffle and the 2×2 max pool, against float64 (CUDA)") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  auto d64 = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
+  // The shuffle: c phase channels, c2 of the other part before or after them (none: c2 = 0),
+  // bias or not, ReLU or not; one pixel, one row, odd sizes, two images; c = 8 and 16 are one and
+  // two bf16 pieces
+  struct S {
+    int64_t n, c, c2, h, w;
+    bool other_first, relu, bias;
+  };
+  const std::vector<S> ss{{2, 64, 64, 5, 7, true, true, true},  {1, 64, 0, 3, 9, false, true, false},
+                          {1, 128, 128, 4, 4, false, false, true}, {2, 8, 16, 1, 1, true, true, true},
+                          {1, 256, 64, 1, 6, true, true, true},   {1, 16, 8, 6, 3, false, true, true}};
+  uint64_t seed = 700;
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const S& k : ss) {
+      CAPTURE(c10::toString(dtype));
+      CAPTURE(k.c);
+      CAPTURE(k.c2);
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      CAPTURE(k.other_first);
+      auto dev_t = [&](const std::vector<int64_t>& sz, bool nhwc) {
+        const at::Tensor t = rnd(sz, ++seed).to(dtype).to(dev);
+        return nhwc ? t.contiguous(cl) : t.contiguous();
+      };
+      const at::Tensor p = dev_t({k.n, 4 * k.c, k.h + 1, k.w + 1}, true), b = dev_t({k.c}, false);
+      const at::Tensor other = k.c2 > 0 ? dev_t({k.n, k.c2, 2 * k.h, 2 * k.w}, true) : at::Tensor();
+      at::Tensor ref = phase_shuffle_ref(d64(p));
+      if (k.bias) ref = ref + d64(b).view({1, k.c, 1, 1});
+      if (k.relu) ref = at::relu(ref);
+      if (k.c2 > 0) ref = k.other_first ? at::cat({d64(other), ref}, 1) : at::cat({ref, d64(other)}, 1);
+      // poison: NaN first, every value written by the kernel
+      at::Tensor y = at::full({k.n, k.c + k.c2, 2 * k.h, 2 * k.w}, std::nan(""), p.options()).contiguous(cl);
+      const at::Tensor* ob = k.c2 > 0 ? &other : nullptr;
+      REQUIRE(native::phase_shuffle_applies(at::empty({k.n, 3, k.h, k.w}, p.options()), k.c, k.bias ? &b : nullptr, ob, y));
+      native::phase_shuffle(p, k.bias ? &b : nullptr, k.relu, ob, k.other_first, y);
+      CHECK_FALSE(at::isnan(y).any().item<bool>());
+      CHECK(ref.abs().max().item<double>() > 0.1);  // content
+      // float32: one rounding of p + b; bf16: the output's rounding (2^-9)
+      CHECK(rel_err(y, ref) < (dtype == at::kFloat ? 1e-6 : 5e-3));
+      if (k.c2 > 0)  // the other part is copied, bit for bit
+        CHECK(at::equal(y.narrow(1, k.other_first ? 0 : k.c, k.c2).contiguous(), other.contiguous()));
+    }
+  {  // what the shuffle does not take: a piece that is not 16 bytes of channels, NCHW, another
+     // shape, float64, a bias of another length; phase_shuffle then throws
+    const auto o = at::TensorOptions().dtype(at::kFloat).device(dev);
+    const at::Tensor x = at::empty({1, 3, 4, 5}, o), other = at::empty({1, 8, 8, 10}, o).contiguous(cl);
+    const at::Tensor b = at::zeros({8}, o), b6 = at::zeros({6}, o);
+    at::Tensor y = at::empty({1, 16, 8, 10}, o).contiguous(cl);
+    CHECK(native::phase_shuffle_applies(x, 8, &b, &other, y));
+    at::Tensor y14 = at::empty({1, 14, 8, 10}, o).contiguous(cl), y_nchw = at::empty({1, 16, 8, 10}, o);
+    CHECK_FALSE(native::phase_shuffle_applies(x, 6, &b6, &other, y14));  // 6 channels: not a float4 multiple
+    CHECK_FALSE(native::phase_shuffle_applies(x, 8, &b, &other, y_nchw));
+    CHECK_FALSE(native::phase_shuffle_applies(x, 8, &b6, &other, y));
+    CHECK_FALSE(native::phase_shuffle_applies(x, 8, &b, nullptr, y));  // 16 channels for 8
+    CHECK_FALSE(native::phase_shuffle_applies(x.to(at::kDouble), 8, nullptr, nullptr, y.to(at::kDouble).contiguous(cl)));
+    const at::Tensor p = at::zeros({1, 32, 5, 6}, o).contiguous(cl);
+    CHECK_THROWS_AS(native::phase_shuffle(p, &b, true, &other, true, y_nchw), Error);
+    CHECK_THROWS_AS(native::phase_shuffle(p.contiguous(), &b, true, &other, true, y), Error);
+    native::phase_shuffle(p, &b, true, &other, true, y);  // (the same tensors, right: no throw)
+  }
+  // The max pool: exactly ATen's (a max rounds nothing), NaN propagated; odd sizes (the last row
+  // and column dropped), one output pixel, two images, one bf16 piece
+  struct M {
+    int64_t n, c, h, w;
+  };
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const M& k : std::vector<M>{{2, 64, 8, 10}, {1, 8, 7, 9}, {1, 16, 2, 2}, {1, 256, 5, 33}}) {
+      CAPTURE(c10::toString(dtype));
+      CAPTURE(k.c);
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      at::Tensor x = rnd({k.n, k.c, k.h, k.w}, ++seed).to(dtype).to(dev).contiguous(cl);
+      x.index_put_({0, 1, 0, 1}, std::nan(""));  // one NaN: its output is NaN, as in ATen
+      REQUIRE(native::max_pool2_applies(x, {2, 2}, {2, 2}, {0, 0}));
+      const at::Tensor y = native::max_pool2(x), ref = at::max_pool2d(d64(x), {2, 2}, {2, 2});
+      CHECK(y.is_contiguous(cl));
+      CHECK(y.sizes() == ref.sizes());
+      CHECK(at::isnan(y.select(0, 0).select(0, 1)).to(at::kCPU)[0][0].item<bool>());
+      CHECK(at::equal(at::isnan(d64(y)), at::isnan(ref)));
+      CHECK(at::equal(at::nan_to_num(d64(y), 0), at::nan_to_num(ref, 0)));
+      CHECK(ref.abs().max().item<double>() > 0.1);  // content
+    }
+  {
+    const at::Tensor x = rnd({1, 8, 6, 6}, 1).to(at::kFloat).to(dev).contiguous(cl);
+    CHECK_FALSE(native::max_pool2_applies(x, {3, 3}, {2, 2}, {0, 0}));
+    CHECK_FALSE(native::max_pool2_applies(x, {2, 2}, {1, 1}, {0, 0}));
+    CHECK_FALSE(native::max_pool2_applies(x, {2, 2}, {2, 2}, {1, 1}));
+    CHECK_FALSE(native::max_pool2_applies(x.contiguous(), {2, 2}, {2, 2}, {0, 0}));  // NCHW
+    CHECK_FALSE(native::max_pool2_applies(x.narrow(1, 0, 6).contiguous(cl), {2, 2}, {2, 2}, {0, 0}));  // 6 channels
+    CHECK_FALSE(native::max_pool2_applies(x.cpu(), {2, 2}, {2, 2}, {0, 0}));
+    CHECK_THROWS_AS(native::max_pool2(x.contiguous()), Error);
+  }
+
+  // In the executor: UNet with the kernels (its Up steps as phase convolutions + the shuffle with
+  // the skip concat, its max pools) against float64 and against the option off (cuDNN's
+  // transposed convolution, ATen's concat and max pool), and replayed in the graph
+  NativeOptions off;
+  off.nhwc_kernels = false;
+  check_nets_on_off({{"unet", 2, 3, {16, 32, 64}, -1, {2, 3, 24, 40}, {}}, {"unet", 2, 1, {64, 128}, -1, {1, 1, 32, 48}, {}}},
+                    71, NativeOptions{}, off, [](const Case&, const std::string& on, const std::string& other) {
+                      CHECK(on.find("four phases") != std::string::npos);
+                      CHECK(on.find("max pools as pnp's kernel") != std::string::npos);
+                      CHECK(other.find("four phases") == std::string::npos);
+                      CHECK(other.find("max pools as pnp's kernel") == std::string::npos);
+                    });
+}
+#endif
 #ifdef PNP_HAVE_WGMMA_CONV
 TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and cuDNN (CUDA, compute capability 9.0)") {
   if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9) {

@@ -87,9 +87,10 @@ void check_plan(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
     return nd.op == OpKind::crop || nd.op == OpKind::sigma_channel ||
            (nd.op == OpKind::pad && shapes[nd.inputs[0]] == shapes[nd.id]);
   };
-  auto out_kernel = [](StepKind k) {  // ops written into a slot unless in place
+  auto out_kernel = [](const PlanStep& s) {  // ops written into a slot unless in place
+    const StepKind k = s.kind;
     return k == StepKind::relu || k == StepKind::add || k == StepKind::concat || k == StepKind::upsample ||
-           k == StepKind::pad;
+           k == StepKind::pad || s.cat_other >= 0;
   };
   std::vector<int> last(n, -1), released(n, 0);
   for (int i = 0; i < ns; ++i)
@@ -128,7 +129,7 @@ void check_plan(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
       o.slot = val[v].slot;
       o.version = ++version[o.storage];
     } else if (s.slot >= 0) {
-      CHECK(out_kernel(s.kind));
+      CHECK(out_kernel(s));
       CHECK_FALSE(s.alias);
       REQUIRE(s.slot < static_cast<int>(p.slot_bytes.size()));
       for (int u = 0; u < n; ++u)  // the slot holds no live value
@@ -144,7 +145,7 @@ void check_plan(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
       o.view = true;
     } else {
       // every out= op has a slot unless it is in place or a view
-      CHECK((!out_kernel(s.kind) || s.alias));
+      CHECK((!out_kernel(s) || s.alias));
       o.view = s.alias;  // the sigma view
       o.storage = fresh();
       o.version = 0;
@@ -309,22 +310,27 @@ TEST_CASE("native plan: DnCNN, DRUNet and UNet get their fusion groups") {
     }
     CHECK(has(p.fusions, "conv+bias+add:Conv_1x1"));
     CHECK(step(g, p, "Conv_1x1").z == g.node("pad").id);
-    // the ×2 upsample folds into Up2.1: one transposed conv (stride 2, padding 1) on its input
-    CHECK(has(p.fusions, "upsample+conv+bn+relu:Up2.1"));
+    // the ×2 upsample folds into Up2.1: one transposed conv (stride 2, padding 1) on its input,
+    // and the concat reading it (cat2: the skip Conv1's output first) into the same step
+    CHECK(has(p.fusions, "upsample+conv+bn+relu+concat:Up2.1"));
     const PlanStep& u = step(g, p, "Up2.1");
     CHECK((u.kind == StepKind::conv_transpose && u.from_upsample && u.relu && u.bn == g.node("Up2.2").id));
-    CHECK(u.in == g.node("Up2.0").inputs);
+    const int skip = g.node("Conv1.5").id, cat = g.node("cat2").id;
+    CHECK((u.cat_other == skip && !u.cat_first && u.out == cat && u.slot >= 0));
+    CHECK(u.in == std::vector<int>{g.node("Up2.0").inputs[0], skip});
     CHECK((u.stride == std::vector<int64_t>{2, 2} && u.padding == std::vector<int64_t>{1, 1}));
     CHECK(u.output_padding == std::vector<int64_t>{0, 0});
-    CHECK(u.shape == infer_shapes(g, {2, 3, 7, 9})[static_cast<size_t>(g.node("Up2.3").id)]);
-    CHECK(p.step_of[g.node("Up2.0").id] == -1);  // no upsample step
-    for (const auto& s : p.steps) CHECK(s.kind != StepKind::upsample);
-    // upsample_conv off: the upsample is its own step again
     const auto shapes = infer_shapes(g, {2, 3, 7, 9});
+    CHECK(u.shape == shapes[static_cast<size_t>(cat)]);
+    CHECK(p.step_of[g.node("Up2.0").id] == -1);  // no upsample step
+    CHECK(p.step_of[cat] == static_cast<int>(&u - p.steps.data()));  // nor a concat step
+    for (const auto& s : p.steps) CHECK((s.kind != StepKind::upsample && s.kind != StepKind::concat));
+    // upsample_conv off: the upsample and the concat are steps of their own again
     const Plan o = native::make_plan(g, shapes, {true, 4, true, int64_t{128} << 20, false});
     CHECK(has(o.fusions, "conv+bn+relu:Up2.1"));
     CHECK(step(g, o, "Up2.0").kind == StepKind::upsample);
-    CHECK(step(g, o, "Up2.1").kind == StepKind::conv);
+    CHECK((step(g, o, "Up2.1").kind == StepKind::conv && step(g, o, "Up2.1").cat_other == -1));
+    CHECK(step(g, o, "cat2").kind == StepKind::concat);
     // fuse off: only the BN folds
     Plan q = plan_for(g, {2, 3, 7, 9}, false);
     CHECK(q.fusions.size() == 7);

@@ -137,6 +137,14 @@ struct NativeOptions {
   // multiply-adds per input pixel and channel pair in 2D instead of 36. Off: the upsample is a
   // step of its own (a broadcast copy) and the convolution reads its output.
   bool upsample_conv = true;
+  // CUDA, 2D, float32 and bf16, channels-last: pnp's memory-bound NHWC kernels
+  // (src/nn/native/nhwc_ops.hpp). The folded upsample convolution runs as one forward
+  // convolution of its four output phases (a 2×2 kernel to 4 C_out channels, as cuDNN's choice or
+  // a graph like any convolution), then one pass writes each phase to its pixel with the bias and
+  // ReLU and the concat reading it (UNet's skip) around it, where cuDNN's transposed convolution
+  // is a dgrad kernel followed by ATen's bias add, ReLU and concat. The 2×2, stride-2 max pool
+  // runs as pnp's kernel. Off: cuDNN's transposed convolution, ATen's ops and max pool.
+  bool nhwc_kernels = true;
   // CUDA, 2D, float32 and bf16, channels-last: a convolution with one output channel (a gray
   // network's last, 1x1 or 3x3, stride 1) runs as pnp's own direct kernel
   // (src/nn/native/narrow_conv.hpp) instead of cuDNN's, whose implicit-GEMM tile is mostly

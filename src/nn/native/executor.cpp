@@ -12,6 +12,7 @@
 #include "upsample_conv.hpp"
 #ifdef PNP_HAVE_CUDA
 #include "narrow_conv.hpp"
+#include "nhwc_ops.hpp"
 #ifdef PNP_HAVE_WGMMA_CONV
 #include "wgmma_conv.hpp"
 #endif
@@ -235,6 +236,14 @@ class NativeImpl final : public NativeExecutor {
         folded(W, B);
         t.w = to_dev(s.from_upsample ? native::upsample_conv_weight(W) : W, true);
         if (B.defined()) t.b = to_dev(B, false);
+        if (s.from_upsample && s.z < 0 && nhwc_ops()) {  // its four phases as one convolution (phase_conv)
+          Bound ph;
+          ph.w = to_dev(native::upsample_conv_phase_weight(W), true);
+          ph.epilogue = cuda_fused && opt_.cudnn_epilogues && (opt_.autotune || opt_.cudnn_epilogues_forced) &&
+                        opt_.cudnn_graph_convs && native_has_cudnn_epilogues();
+          ph.wgmma = device_.is_cuda() && opt_.wgmma_convs;
+          phase_.emplace(k, std::move(ph));
+        }
       } else if (s.kind == StepKind::batch_norm) {
         t.w = to_dev(param(s.bn_keys.weight), false);
         t.b = to_dev(param(s.bn_keys.bias), false);
@@ -270,6 +279,11 @@ class NativeImpl final : public NativeExecutor {
     }
     y.as_strided(sizes, ys).copy_(x.as_strided(sizes, xs));
     return true;
+  }
+
+  // pnp's NHWC kernels may run (NativeOptions::nhwc_kernels; nhwc_ops.hpp checks each call).
+  bool nhwc_ops() const {
+    return device_.is_cuda() && opt_.nhwc_kernels && cl_ && g_.dim == 2 && (dtype_ == at::kFloat || dtype_ == at::kBFloat16);
   }
 
   at::Tensor slot_view(const PlanStep& s) const {
@@ -628,7 +642,8 @@ class NativeImpl final : public NativeExecutor {
     return "ir " + g_.hash() + " input " + shape_string(shape_) + " channels_last " + std::to_string(cl_) + " fuse " +
            std::to_string(opt_.fuse) + " fused_bf16 " + std::to_string(opt_.cudnn_fused_bf16) + " graph_convs " +
            std::to_string(opt_.cudnn_graph_convs) + (opt_.upsample_conv ? "" : " no upsample_conv") +
-           (opt_.narrow_convs ? " narrow_convs" : "") + (opt_.wgmma_convs ? " wgmma_convs" : "");
+           (opt_.narrow_convs ? " narrow_convs" : "") + (opt_.wgmma_convs ? " wgmma_convs" : "") +
+           (opt_.nhwc_kernels ? " nhwc_kernels" : "");
   }
 
   // Compiled from the plan cache (plan_cache.hpp, the network's list): every layout's choice
@@ -763,6 +778,12 @@ class NativeImpl final : public NativeExecutor {
   at::Tensor window(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
                     const std::vector<int64_t>& padding) {
     if (s.kind == StepKind::conv) return conv(s, t, x, z, padding);
+#ifdef PNP_HAVE_CUDA
+    if (nhwc_ops() && native::max_pool2_applies(x, s.kernel, s.stride, padding)) {
+      pool_used_ = pool_used_ || validating_ || from_cache_capture_;
+      return native::max_pool2(x);
+    }
+#endif
     return g_.dim == 2 ? at::max_pool2d(x, s.kernel, s.stride, padding, {1, 1}, false)
                        : at::max_pool3d(x, s.kernel, s.stride, padding, {1, 1, 1}, false);
   }
@@ -816,6 +837,39 @@ class NativeImpl final : public NativeExecutor {
     return y;
   }
 
+  // A conv_transpose step into y (its slot, where it has absorbed a concat: PlanStep::cat_other).
+  // A folded upsample with its phase convolution (phase_) runs that and pnp's shuffle
+  // (nhwc_ops.hpp) where the shuffle takes the tensors; otherwise the transposed convolution,
+  // then its epilogue and the concat as ATen ops.
+  at::Tensor transposed(const PlanStep& s, Bound& t, size_t k, const at::Tensor& x, at::Tensor& y) {
+    const at::Tensor* other = s.cat_other >= 0 ? &vals_[static_cast<size_t>(s.cat_other)] : nullptr;
+#ifdef PNP_HAVE_CUDA
+    if (auto it = phase_.find(k); it != phase_.end()) {
+      at::Tensor out = y.defined() ? y : at::empty(s.shape, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+      const int64_t c = t.w.size(1);  // the transposed weight: [C_in, C_out, 4, 4]
+      if (native::phase_shuffle_applies(x, c, t.b.defined() ? &t.b : nullptr, other, out)) {
+        PlanStep ps;  // the phase convolution: 2×2, stride 1, padding 1, no epilogue
+        ps.kind = StepKind::conv;
+        ps.name = s.name + " (phases)";
+        ps.stride = {1, 1}, ps.padding = {1, 1};
+        ps.out_channels = 4 * c;
+        const at::Tensor p = conv(ps, it->second, x, nullptr, ps.padding);
+        native::phase_shuffle(p, t.b.defined() ? &t.b : nullptr, s.relu, other, !s.cat_first, out);
+        phase_used_ = phase_used_ || validating_ || from_cache_capture_;
+        return out;
+      }
+    }
+#endif
+    (void)k;
+    at::Tensor u = at::convolution(x, t.w, bias(t), s.stride, s.padding, std::vector<int64_t>(s.stride.size(), 1), true,
+                                   s.output_padding, s.groups);
+    if (s.z >= 0) u.add_(vals_[static_cast<size_t>(s.z)]);  // a folded upsample's conv keeps its epilogue
+    if (s.relu) u.relu_();
+    if (!other) return u;
+    at::cat_out(y, s.cat_first ? std::vector<at::Tensor>{u, *other} : std::vector<at::Tensor>{*other, u}, 1);
+    return y;
+  }
+
   at::Tensor run() {
     const int dim = g_.dim;
     std::vector<at::Tensor>& v = vals_;
@@ -835,10 +889,7 @@ class NativeImpl final : public NativeExecutor {
                           : conv(s, t, in, s.z >= 0 ? &v[s.z] : nullptr, s.padding);
           break;
         case StepKind::conv_transpose:
-          y = at::convolution(in, t.w, bias(t), s.stride, s.padding, std::vector<int64_t>(s.stride.size(), 1), true,
-                              s.output_padding, s.groups);
-          if (s.z >= 0) y.add_(v[s.z]);  // a folded upsample's conv keeps its epilogue
-          if (s.relu) y.relu_();
+          y = transposed(s, t, k, in, y);
           break;
         case StepKind::batch_norm:
           y = at::batch_norm(in, t.w, t.b, t.mean, t.var, false, 0.1, s.bn_keys.eps, true);
@@ -1018,6 +1069,10 @@ class NativeImpl final : public NativeExecutor {
                        " convolution(s) with few output channels run as pnp's tail kernel (narrow_conv.hpp)");
     if (wgmma > 0)
       notes_.push_back("CUDA: " + std::to_string(wgmma) + " convolution(s) run as pnp's Hopper kernel (wgmma_conv.hpp)");
+    if (phase_used_)
+      notes_.push_back("CUDA: the ×2 upsample convolutions as convolutions of their four phases, then pnp's shuffle with "
+                       "the bias, ReLU and concat (nhwc_ops.hpp)");
+    if (pool_used_) notes_.push_back("CUDA: the 2×2 max pools as pnp's kernel (nhwc_ops.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE
     if (adds > 0)
       notes_.push_back("CUDA: " + std::to_string(adds_used) + " of " + std::to_string(adds) +
@@ -1083,6 +1138,8 @@ class NativeImpl final : public NativeExecutor {
   int64_t alignment_ = 1, radius_ = 0;
   native::Plan plan_;
   std::vector<Bound> bound_;  // one per plan step
+  std::map<size_t, Bound> phase_;  // by step: a folded upsample's phase convolution (transposed())
+  bool phase_used_ = false, pool_used_ = false;  // pnp's NHWC kernels ran in the warm-up (or the capture)
   std::vector<at::Tensor> slots_, vals_;
   at::Tensor static_in_, static_out_;
   at::Tensor ws_;  // the cuDNN graphs' workspace, grown in the warm-up (before any capture)

@@ -30,6 +30,7 @@
 // earlier few-input kernel (one lane group per pixel, the weights reloaded for every pixel) lost
 // to cuDNN everywhere (DRUNet's 2 -> 64 head, 5.93 against 2.64 ms) and was removed.
 #include "narrow_conv_kernels.hpp"
+#include "nhwc_vec.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -39,43 +40,6 @@
 
 namespace pnp::nn::native::kernels {
 namespace {
-
-template <typename T>
-struct Piece;  // V elements of T as one 16-byte load
-template <>
-struct Piece<float> {
-  static constexpr int V = 4;
-  __device__ static void load(const float* p, float (&f)[4]) {
-    const float4 r = *reinterpret_cast<const float4*>(p);
-    f[0] = r.x, f[1] = r.y, f[2] = r.z, f[3] = r.w;
-  }
-};
-template <>
-struct Piece<__nv_bfloat16> {
-  static constexpr int V = 8;
-  __device__ static void load(const __nv_bfloat16* p, float (&f)[8]) {
-    const uint4 r = *reinterpret_cast<const uint4*>(p);
-    const unsigned u[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u[i]));
-      f[2 * i] = t.x, f[2 * i + 1] = t.y;
-    }
-  }
-};
-
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T from_f(float v);
-template <>
-__device__ __forceinline__ float from_f<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 // float4s of 4 channels: loaded from 16 bytes of float32 or 8 of bf16, stored back likewise
 __device__ __forceinline__ float component(const float4& v, int c) {

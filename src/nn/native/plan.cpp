@@ -152,6 +152,17 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
             }
           }
         }
+        if (upsample_of[nd.id] >= 0)  // the concat reading the upsample conv (plan.hpp: cat_other)
+          if (int ct = single(tail, OpKind::concat); ct >= 0) {
+            const auto& ins = g.nodes[ct].inputs;
+            const int other = ins.size() == 2 ? (ins[0] == tail ? ins[1] : ins[0]) : -1;
+            if (ins.size() == 2 && (ins[0] == tail) != (ins[1] == tail) && other < nd.id) {
+              s.cat_other = other;
+              s.cat_first = ins[0] == tail;
+              group.push_back(tail = ct);
+              pattern += "+concat";
+            }
+          }
         for (int id : group)  // the rest of the group runs in this step
           if (id != nd.id) absorbed[id] = 1;
         set_window(s, a);
@@ -226,6 +237,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
     // Inputs: for a fused group, the head's inputs plus the residual (a folded upsample's input).
     s.in = s.from_upsample ? g.nodes[static_cast<size_t>(nd.inputs[0])].inputs : nd.inputs;
     if (s.z >= 0) s.in.push_back(s.z);
+    if (s.cat_other >= 0) s.in.push_back(s.cat_other);
     s.shape = s.deferred ? shapes[nd.inputs[0]] : shapes[s.out];
     p.step_of[s.out] = static_cast<int>(p.steps.size());
     p.steps.push_back(std::move(s));
@@ -302,7 +314,7 @@ void assign_memory(const Graph& g, const PlanOptions& opt, Plan& p) {
       p.slot_of[s.out] = p.slot_of[s.inplace];
       if (p.slot_of[s.out] >= 0) ++slot_users[static_cast<size_t>(p.slot_of[s.out])];
     } else if (s.kind == StepKind::relu || s.kind == StepKind::add || s.kind == StepKind::concat ||
-               s.kind == StepKind::upsample || (s.kind == StepKind::pad && !s.alias)) {
+               s.kind == StepKind::upsample || (s.kind == StepKind::pad && !s.alias) || s.cat_other >= 0) {
       s.slot = free_slot(numel_of(s.shape) * opt.element_bytes);
       p.slot_of[s.out] = s.slot;
       ++slot_users[static_cast<size_t>(s.slot)];

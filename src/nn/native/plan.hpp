@@ -10,13 +10,15 @@
 //    (stride 1, padding 1, groups 1) folds into that conv: the pair is one transposed
 //    convolution (kernel 4, stride 2, padding 1) on the upsample's input, with weights derived
 //    from the conv's (PlanStep::from_upsample; upsample_conv.hpp). Pattern "upsample+conv...";
+//    With that fold, a concat that is the upsample conv's only reader folds in too
+//    (PlanStep::cat_other);
 //  - the step list (one per group or unfused node) with the param keys each step needs;
 //  - liveness: the step of each value's last reader, and what each step releases after it;
 //  - in-place reuse: a ReLU or add may overwrite an input (relu_, add_) only when that value
 //    dies at this step, owns its buffer (not the graph input, not a view: crop, no-op pad,
 //    sigma) and shares its buffer with no value still live (a view of it read here or later);
 //  - slots: the values written by ops with a true out= kernel (add, concat, upsample, real
-//    pad, standalone ReLU) get preallocated slots, reused once every value in them is dead
+//    pad, standalone ReLU, an upsample conv with its concat) get preallocated slots, reused once every value in them is dead
 //    (a view counts as a user of its source's slot); sizes in bytes for the element size.
 //  - copy-free halos: a halo node whose only reader is a conv or max_pool with the op's own
 //    padding equal to the halo (lo = padding, hi = kernel - stride - padding, kernel - stride
@@ -63,6 +65,13 @@ struct PlanStep {
   // bn, relu, z: the conv's), run as one transposed convolution (kernel 4, stride 2, padding 1)
   // on the upsample's input; weights from upsample_conv_weight (upsample_conv.hpp)
   bool from_upsample = false;
+  // ... and when the conv's value (after its BN and ReLU) is read only by a concat of two
+  // values, the other one made before this step (UNet's skip), the concat is absorbed too: the
+  // step's value is the concat's (in a slot), cat_other its other input, cat_first whether the
+  // conv's part comes first. Pattern "upsample+conv...+concat". Why: on CUDA the executor writes
+  // the conv's output and the other part into the concat in one pass (nhwc_ops.hpp).
+  int cat_other = -1;
+  bool cat_first = true;
   std::vector<double> scales;  // upsample
   std::vector<int64_t> pads;   // pad: replication pad, last axis first, (0, p) pairs
   // memory

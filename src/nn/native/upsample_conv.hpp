@@ -19,4 +19,15 @@ namespace pnp::nn::native {
 // [C_in, C_out, 4, ...], in w's dtype, computed in float64 (contiguous, on w's device).
 at::Tensor upsample_conv_weight(const at::Tensor& w);
 
+// The same pair in 2D as one convolution of its four output phases (the executor's CUDA path,
+// finished by nhwc_ops.hpp's phase_shuffle): w [C_out, C_in, 3, 3] -> [4 C_out, C_in, 2, 2], in
+// w's dtype, computed in float64. Convolved with the upsample's input at padding 1 (output (h +
+// 1) x (w + 1)), channel (2a + b) C_out + k at pixel (m + a, n + b) is channel k of output pixel
+// (2m + a, 2n + b), a, b in {0, 1}: each phase's two taps per axis are sums of the 3×3 kernel's
+// (above). A forward convolution with 16 taps per input pixel and channel pair, like the
+// transposed one, but as an implicit GEMM of K = 4 C_in and N = 4 C_out, where cuDNN's transposed
+// convolution is a dgrad kernel (UNet 3 ch 2048²'s 128 -> 64 at 2048²: 2.84 ms, about 97 TFLOP/s
+// of TF32, H200).
+at::Tensor upsample_conv_phase_weight(const at::Tensor& w);
+
 }  // namespace pnp::nn::native
