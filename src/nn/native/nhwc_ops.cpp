@@ -15,10 +15,6 @@ bool vec_dtype(const at::Tensor& t) { return t.scalar_type() == at::kFloat || t.
 int64_t piece(const at::Tensor& t) { return 16 / static_cast<int64_t>(t.element_size()); }
 void* stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
 
-}  // namespace
-
-namespace {
-
 // phase_shuffle_applies for an input of n x h x w pixels of dtype dt on the GPU.
 bool shuffle_ok(int64_t n, int64_t h, int64_t w, at::ScalarType dt, int64_t c, const at::Tensor* b,
                 const at::Tensor* other, const at::Tensor& y) {

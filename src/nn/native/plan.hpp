@@ -18,8 +18,9 @@
 //    dies at this step, owns its buffer (not the graph input, not a view: crop, no-op pad,
 //    sigma) and shares its buffer with no value still live (a view of it read here or later);
 //  - slots: the values written by ops with a true out= kernel (add, concat, upsample, real
-//    pad, standalone ReLU, an upsample conv with its concat) get preallocated slots, reused once every value in them is dead
-//    (a view counts as a user of its source's slot); sizes in bytes for the element size.
+//    pad, standalone ReLU, an upsample conv with its concat) get preallocated slots, reused
+//    once every value in them is dead (a view counts as a user of its source's slot); sizes in
+//    bytes for the element size.
 //  - copy-free halos: a halo node whose only reader is a conv or max_pool with the op's own
 //    padding equal to the halo (lo = padding, hi = kernel - stride - padding, kernel - stride
 //    <= 2 padding < kernel: the same output shape on the bare tile) is deferred into it when
