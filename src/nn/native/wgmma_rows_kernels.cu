@@ -17,7 +17,10 @@
 //     stage's products for the two rows still open run on the tensor cores, and only then is
 //     its registers' next row (t + 2) started.
 // So each input row costs one output row of products and one load, and the stores overlap the
-// products of the same warpgroup.
+// products of the same warpgroup. For that, every step issues the same products (the rows
+// before and after a run's are thrown away: Walk) and the steps come in rounds of three with
+// nothing in flight between rounds; otherwise ptxas puts each product in a wgmma group of its
+// own or serialises them (C7514), and a store waits for all of the step's products.
 #include "wgmma_conv_kernels.hpp"
 #include "wgmma_sm90.cuh"
 
@@ -39,7 +42,10 @@ constexpr int kHalf = kPx / 2;
 template <int CB>  // CB: 128-byte channel blocks of the input (1 or 2)
 struct Layout {
   static constexpr int kWBytes = kTaps * CB * kABytes;  // 72 or 144 KiB of resident weights
-  static constexpr int kStages = CB == 1 ? 4 : 2;       // input stages of one (row, block) each
+  // input stages of one (row, block) each: a round of three steps uses each the same number of
+  // times, so a step's stages are known at compile time
+  static constexpr int kStages = CB == 1 ? 3 : 2;
+  static_assert(3 * CB % kStages == 0, "a round's stages");
   static constexpr int kSmem = kWBytes + kStages * kBBytes + (2 * kStages + 1) * 8 + 1024;
 };
 
@@ -69,10 +75,11 @@ __host__ __device__ inline Run run_at(const Params& p, long long u, long long u_
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using Barrier = cutlass::arch::ClusterTransactionBarrier;
 
-// What a consumer warpgroup keeps beside its accumulators: the stage counter, the stage still
-// to be released once its products are done, and where things are.
+// What a consumer warpgroup keeps beside its accumulators: the rounds done, whether a stage
+// waits to be released, and where things are.
 struct Consumer {
-  int it, pending;
+  int round;
+  bool started;
   uint32_t w_base, b_base;  // shared-memory addresses: the weights; stage 0 at this half's pixel 0
   uint64_t *full, *empty;
   int wg_tid;
@@ -94,58 +101,78 @@ __device__ __forceinline__ void release(const Consumer& cs, int s) {
   if (cs.wg_tid == 0) Barrier::arrive(&cs.empty[s]);
 }
 
-// kernel row r's three taps of channel block c, from stage s, into acc
+// kernel row r's three taps of channel block c, from stage s, into acc. The bases pass through
+// an opaque move, so that the compiler makes each descriptor where it is used: hoisted out of
+// the loop, the 100-odd loop-invariant descriptors spilled (ptxas -v: 640 bytes a thread).
 template <class T, int CB>
 __device__ __forceinline__ void mma(const Consumer& cs, float (&acc)[64], int r, int c, int s, bool first) {
+  uint32_t w_base, b_base;
+  asm volatile("mov.b32 %0, %1;" : "=r"(w_base) : "r"(cs.w_base));
+  asm volatile("mov.b32 %0, %1;" : "=r"(b_base) : "r"(cs.b_base));
 #pragma unroll
   for (int sx = 0; sx < 3; ++sx)
-    gmma_block<T>(smem_desc(cs.w_base + ((r * 3 + sx) * CB + c) * kABytes), smem_desc(cs.b_base + s * kBBytes + sx * kRow),
+    gmma_block<T>(smem_desc(w_base + ((r * 3 + sx) * CB + c) * kABytes), smem_desc(b_base + s * kBBytes + sx * kRow),
                   acc, first && c == 0 && sx == 0);
 }
 
-// Step t of a run of len rows, P = t % 3, output row i of the run in accumulators a[i % 3]:
-// input row h0 - 1 + t (t <= len + 1) gives row t - 2 its kernel row 2 (a[(P + 1) % 3]), row
-// t - 1 its row 1 (a[(P + 2) % 3]) and row t its row 0 (a[P]); row t - 3, complete since the
-// step before, is stored from a[P] in between. Step len + 2 only stores the last row.
+// The walk both sides of a CTA take through its units, one step per input row: run r, step t
+// of it (0 .. len + 2), live while runs remain. Step t reads input row h0 - 1 + t (rows outside
+// the image read as zeros); its products go to output rows t - 2, t - 1 and t of the run, the
+// ones outside it thrown away, and it stores row t - 3 (t >= 3). Every step issues the same
+// products, so that ptxas keeps them in flight behind the stores (the version before issued
+// only the rows that exist, each in its own wgmma group, and its stores waited for all of a
+// step's products: ptxas's SASS, 2026-12-03d). The steps come in rounds of three (the
+// accumulators rotate); steps past the last run load and multiply other rows to finish the round.
+struct Walk {
+  Run r{};
+  long long u, u_end;
+  int t = 0;
+  bool live;
+  __device__ Walk(const Params& p, long long b, long long e) : u(b), u_end(e), live(b < e) {
+    if (live) r = run_at(p, b, e);
+  }
+  __device__ int input_row() const { return r.h0 - 1 + t; }
+  __device__ bool stores() const { return live && t >= 3; }
+  __device__ void advance(const Params& p) {
+    ++t;
+    if (live && t == r.len + 3) {
+      u += r.len, t = 0, live = u < u_end;
+      if (live) r = run_at(p, u, u_end);
+    }
+  }
+};
+
+// Step P (of a round) of the walk at w: output row t - 2 of the run gets its kernel row 2 (in
+// a[(P + 1) % 3]), row t - 1 its row 1 (a[(P + 2) % 3]), row t its row 0 (a[P]), after row
+// t - 3 is stored from a[P]. The store runs while the first two rows' products are in flight.
 template <class T, int CB, int CO, int P>
-__device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[64], float (&a2)[64], int t,
-                                     const Run& run, const TileOut& out, int co0, int ow0) {
+__device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[64], float (&a2)[64], const Walk& w,
+                                     const TileOut& out, int co0, int ow_half) {
+  constexpr int kStages = Layout<CB>::kStages;
   float(&open2)[64] = pick<(P + 1) % 3>(a0, a1, a2);
   float(&open1)[64] = pick<(P + 2) % 3>(a0, a1, a2);
   float(&next)[64] = pick<P>(a0, a1, a2);
-  const int len = run.len;
-  if (t > len + 2) return;
-  if (t == len + 2) {
-    cute::warpgroup_wait<0>();
-    fence(next);
-    if (cs.pending >= 0) release(cs, cs.pending);
-    cs.pending = -1;
-    if (t - 3 >= 0 && t - 3 < len) store_row<T, CO>(next, out, cs.wg_tid, co0, run.h0 + t - 3, ow0, run.img);
-    return;
-  }
+  const bool store = w.stores();
 #pragma unroll
-  for (int c = 0; c < CB; ++c, ++cs.it) {
-    const int s = cs.it % Layout<CB>::kStages;
-    Barrier::wait(&cs.full[s], (cs.it / Layout<CB>::kStages) & 1);
+  for (int c = 0; c < CB; ++c) {
+    // the round's q-th stage use; a round uses each stage an odd number of times (1 or 3)
+    const int q = P * CB + c, s = q % kStages;
+    Barrier::wait(&cs.full[s], (cs.round + q / kStages) & 1);
     fence(open2);
     fence(open1);
     cute::warpgroup_arrive();
-    if (t - 2 >= 0 && t - 2 < len) mma<T, CB>(cs, open2, 2, c, s, false);
-    if (t - 1 >= 0 && t - 1 < len) mma<T, CB>(cs, open1, 1, c, s, false);
+    mma<T, CB>(cs, open2, 2, c, s, false);
+    mma<T, CB>(cs, open1, 1, c, s, false);
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<1>();  // all but the products just issued: the stage before is free
-    if (cs.pending >= 0) release(cs, cs.pending);
-    cs.pending = s;
-    if (t < len) {
-      fence(next);
-      if (c == 0 && t - 3 >= 0) store_row<T, CO>(next, out, cs.wg_tid, co0, run.h0 + t - 3, ow0, run.img);
-      cute::warpgroup_arrive();
-      mma<T, CB>(cs, next, 0, c, s, true);
-      cute::warpgroup_commit_batch();
-    } else if (c == 0 && t - 3 >= 0 && t - 3 < len) {
-      fence(next);
-      store_row<T, CO>(next, out, cs.wg_tid, co0, run.h0 + t - 3, ow0, run.img);
-    }
+    if (cs.started) release(cs, (s + kStages - 1) % kStages);
+    cs.started = true;
+    fence(next);
+    if (c == 0 && store)
+      store_row<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, w.r.col * kPx + ow_half, w.r.img);
+    cute::warpgroup_arrive();
+    mma<T, CB>(cs, next, 0, c, s, c == 0);
+    cute::warpgroup_commit_batch();
   }
 }
 #endif
@@ -193,17 +220,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       constexpr uint32_t b_bytes = (kPx + 2) * kRow;
       const T* z = static_cast<const T*>(p.out.z);
       int it = 0;
-      for (long long u = u_begin; u < u_end;) {
-        const Run r = run_at(p, u, u_end);
-        const int ow0 = r.col * kPx;
-        // the residual's row of the column into L2 two steps before the epilogue reads it:
-        // from memory, its loads held both warpgroups' products back (DRUNet's 64-channel
-        // residual layers, 4096²: 6.20 against 4.54 ms without a residual, H200)
-        const uint32_t z_bytes = static_cast<uint32_t>(min(kPx, p.out.ow - ow0) * CO * sizeof(T));
-        for (int rho = r.h0 - 1; rho <= r.h0 + r.len; ++rho) {
-          const int o = rho;  // output row i = t - 1, stored at step i + 3 = t + 2
-          if (z && o >= r.h0 && o < r.h0 + r.len) {
-            const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + o) * p.out.ow + ow0) * CO;
+      for (Walk w(p, u_begin, u_end); w.live;)
+        for (int k = 0; k < 3; ++k, w.advance(p)) {
+          const Run& r = w.r;
+          const int ow0 = r.col * kPx, rho = w.input_row();
+          // the residual's row of the column into L2 two steps before the epilogue reads
+          // it: from memory, its loads held both warpgroups' products back (DRUNet's
+          // 64-channel residual layers, 4096²: 6.20 against 4.54 ms without a residual, H200)
+          if (z && w.live && rho >= r.h0 && rho < r.h0 + r.len) {
+            const uint32_t z_bytes = static_cast<uint32_t>(min(kPx, p.out.ow - ow0) * CO * sizeof(T));
+            const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + rho) * p.out.ow + ow0) * CO;
             asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
           }
           for (int c = 0; c < CB; ++c, ++it) {
@@ -215,15 +241,13 @@ __global__ void __launch_bounds__(kThreads, 1)
             cute::SM90_TMA_LOAD_4D::copy(&tma_tail, &full[s], normal, dst + kPx * kRow, c * kBk, ow0 + kPx - 1, rho, r.img);
           }
         }
-        u += r.len;
-      }
     }
     return;
   }
 
   cutlass::arch::warpgroup_reg_alloc<kMmaRegs>();
   Consumer cs;
-  cs.it = 0, cs.pending = -1;
+  cs.round = 0, cs.started = false;
   cs.wg_tid = tid % 128;
   cs.w_base = cute::cast_smem_ptr_to_uint(s_w);
   cs.b_base = cute::cast_smem_ptr_to_uint(s_b) + wg * kHalf * kRow;
@@ -232,15 +256,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int q = 0; q < 64; ++q) a0[q] = a1[q] = a2[q] = 0.f;
   Barrier::wait(w_full, 0);
-  for (long long u = u_begin; u < u_end;) {
-    const Run r = run_at(p, u, u_end);
-    const int ow0 = r.col * kPx + wg * kHalf;
-    for (int t = 0; t <= r.len + 2; t += 3) {
-      step<T, CB, CO, 0>(cs, a0, a1, a2, t, r, p.out, co0, ow0);
-      step<T, CB, CO, 1>(cs, a0, a1, a2, t + 1, r, p.out, co0, ow0);
-      step<T, CB, CO, 2>(cs, a0, a1, a2, t + 2, r, p.out, co0, ow0);
-    }
-    u += r.len;
+  const int ow_half = wg * kHalf;
+  for (Walk w(p, u_begin, u_end); w.live;) {
+    step<T, CB, CO, 0>(cs, a0, a1, a2, w, p.out, co0, ow_half);
+    w.advance(p);
+    step<T, CB, CO, 1>(cs, a0, a1, a2, w, p.out, co0, ow_half);
+    w.advance(p);
+    step<T, CB, CO, 2>(cs, a0, a1, a2, w, p.out, co0, ow_half);
+    w.advance(p);
+    ++cs.round;
+    cute::warpgroup_wait<0>();  // nothing in flight at the loop's back edge (C7514 otherwise)
+    fence(a0);
+    fence(a1);
+    fence(a2);
   }
 #endif
 }
