@@ -36,7 +36,7 @@ using namespace sm90;
 constexpr int kConsumers = 2;                        // warpgroups: one per 128-pixel half
 constexpr int kThreads = 128 * (kConsumers + 1);     // + the loading warpgroup
 constexpr int kTaps = 9;
-constexpr int kLoadRegs = 40, kMmaRegs = 232;        // setmaxnreg: 40 + 2 x 232 <= 512 (3 x 168 at entry)
+constexpr int kLoadRegs = 24, kMmaRegs = 240;        // setmaxnreg: 24 + 2 x 240 <= 512 (3 x 168 at entry)
 constexpr int kHalf = kPx / 2;
 
 template <int CB>  // CB: 128-byte channel blocks of the input (1 or 2)
@@ -52,7 +52,7 @@ struct Layout {
 struct Params {
   TileOut out;
   int tiles_w;               // 256-pixel columns per image row
-  long long units;           // output rows of all columns of all images: n x tiles_w x oh
+  int units;                 // output rows of all columns of all images: n x tiles_w x oh
   int ctas_per_co;           // persistent CTAs per 64-channel block of the outputs
 };
 
@@ -61,11 +61,11 @@ struct Params {
 struct Run {
   int img, col, h0, len;
 };
-__host__ __device__ inline Run run_at(const Params& p, long long u, long long u_end) {
-  const long long line = u / p.out.oh;
+__host__ __device__ inline Run run_at(const Params& p, int u, int u_end) {
+  const int line = u / p.out.oh;
   Run r;
   r.h0 = static_cast<int>(u - line * p.out.oh);
-  const long long left = u_end - u;
+  const int left = u_end - u;
   r.len = left < p.out.oh - r.h0 ? static_cast<int>(left) : p.out.oh - r.h0;
   r.col = static_cast<int>(line % p.tiles_w);
   r.img = static_cast<int>(line / p.tiles_w);
@@ -81,7 +81,7 @@ struct Consumer {
   int round;
   bool started;
   uint32_t w_base, b_base;  // shared-memory addresses: the weights; stage 0 at this half's pixel 0
-  uint64_t *full, *empty;
+  uint64_t* full;  // the stages' barriers: full[s], then empty[s] at full[kStages + s]
   int wg_tid;
 };
 
@@ -97,22 +97,23 @@ __device__ __forceinline__ void fence(float (&a)[64]) {
   for (int q = 0; q < 64; ++q) cute::warpgroup_fence_operand(a[q]);
 }
 
+template <int CB>
 __device__ __forceinline__ void release(const Consumer& cs, int s) {
-  if (cs.wg_tid == 0) Barrier::arrive(&cs.empty[s]);
+  if (cs.wg_tid == 0) Barrier::arrive(&cs.full[Layout<CB>::kStages + s]);
 }
 
-// kernel row r's three taps of channel block c, from stage s, into acc. The bases pass through
+// kernel row r's three taps of channel block c, from stage s, added to acc. The bases pass through
 // an opaque move, so that the compiler makes each descriptor where it is used: hoisted out of
 // the loop, the 100-odd loop-invariant descriptors spilled (ptxas -v: 640 bytes a thread).
 template <class T, int CB>
-__device__ __forceinline__ void mma(const Consumer& cs, float (&acc)[64], int r, int c, int s, bool first) {
+__device__ __forceinline__ void mma(const Consumer& cs, float (&acc)[64], int r, int c, int s) {
   uint32_t w_base, b_base;
   asm volatile("mov.b32 %0, %1;" : "=r"(w_base) : "r"(cs.w_base));
   asm volatile("mov.b32 %0, %1;" : "=r"(b_base) : "r"(cs.b_base));
 #pragma unroll
   for (int sx = 0; sx < 3; ++sx)
     gmma_block<T>(smem_desc(w_base + ((r * 3 + sx) * CB + c) * kABytes), smem_desc(b_base + s * kBBytes + sx * kRow),
-                  acc, first && c == 0 && sx == 0);
+                  acc, false);
 }
 
 // The walk both sides of a CTA take through its units, one step per input row: run r, step t
@@ -125,10 +126,10 @@ __device__ __forceinline__ void mma(const Consumer& cs, float (&acc)[64], int r,
 // accumulators rotate); steps past the last run load and multiply other rows to finish the round.
 struct Walk {
   Run r{};
-  long long u, u_end;
+  int u, u_end;
   int t = 0;
   bool live;
-  __device__ Walk(const Params& p, long long b, long long e) : u(b), u_end(e), live(b < e) {
+  __device__ Walk(const Params& p, int b, int e) : u(b), u_end(e), live(b < e) {
     if (live) r = run_at(p, b, e);
   }
   __device__ int input_row() const { return r.h0 - 1 + t; }
@@ -144,7 +145,8 @@ struct Walk {
 
 // Step P (of a round) of the walk at w: output row t - 2 of the run gets its kernel row 2 (in
 // a[(P + 1) % 3]), row t - 1 its row 1 (a[(P + 2) % 3]), row t its row 0 (a[P]), after row
-// t - 3 is stored from a[P]. The store runs while the first two rows' products are in flight.
+// t - 3 is stored from a[P] and a[P] restarted from row t's bias and residual (row_start). Both
+// run while the first two rows' products are in flight.
 template <class T, int CB, int CO, int P>
 __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[64], float (&a2)[64], const Walk& w,
                                      const TileOut& out, int co0, int ow_half) {
@@ -161,17 +163,21 @@ __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[
     fence(open2);
     fence(open1);
     cute::warpgroup_arrive();
-    mma<T, CB>(cs, open2, 2, c, s, false);
-    mma<T, CB>(cs, open1, 1, c, s, false);
+    mma<T, CB>(cs, open2, 2, c, s);
+    mma<T, CB>(cs, open1, 1, c, s);
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<1>();  // all but the products just issued: the stage before is free
-    if (cs.started) release(cs, (s + kStages - 1) % kStages);
+    if (cs.started) release<CB>(cs, (s + kStages - 1) % kStages);
     cs.started = true;
     fence(next);
-    if (c == 0 && store)
-      store_row<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, w.r.col * kPx + ow_half, w.r.img);
+    if (c == 0) {
+      const int ow0 = w.r.col * kPx + ow_half;
+      if (store) row_end<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
+      row_start<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t, ow0, w.r.img, w.live && w.t < w.r.len);
+      fence(next);
+    }
     cute::warpgroup_arrive();
-    mma<T, CB>(cs, next, 0, c, s, c == 0);
+    mma<T, CB>(cs, next, 0, c, s);
     cute::warpgroup_commit_batch();
   }
 }
@@ -206,7 +212,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int co0 = (static_cast<int>(blockIdx.x) / p.ctas_per_co) * kCo;
   const long long k = blockIdx.x % p.ctas_per_co;
-  const long long u_begin = p.units * k / p.ctas_per_co, u_end = p.units * (k + 1) / p.ctas_per_co;
+  const int u_begin = static_cast<int>(p.units * k / p.ctas_per_co),
+            u_end = static_cast<int>(p.units * (k + 1) / p.ctas_per_co);
 
   if (wg == kConsumers) {  // the loading warpgroup: one thread issues every copy
     cutlass::arch::warpgroup_reg_dealloc<kLoadRegs>();
@@ -224,14 +231,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int k = 0; k < 3; ++k, w.advance(p)) {
           const Run& r = w.r;
           const int ow0 = r.col * kPx, rho = w.input_row();
-          // the residual's row of the column into L2 two steps before the epilogue reads
-          // it: from memory, its loads held both warpgroups' products back (DRUNet's
-          // 64-channel residual layers, 4096²: 6.20 against 4.54 ms without a residual, H200)
-          if (z && w.live && rho >= r.h0 && rho < r.h0 + r.len) {
-            const uint32_t z_bytes = static_cast<uint32_t>(min(kPx, p.out.ow - ow0) * CO * sizeof(T));
-            const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + rho) * p.out.ow + ow0) * CO;
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
-          }
+          // the residual's rows into L2 two steps before row_start reads them (rows 0 to 2 of
+          // a run at its first step): its loads wait on them with the products of one step
+          // in flight
+          if (z && w.live)
+            for (int i = w.t == 0 ? 0 : w.t + 2; i <= w.t + 2 && i < r.len; ++i) {
+              const uint32_t z_bytes = static_cast<uint32_t>(min(kPx, p.out.ow - ow0) * CO * sizeof(T));
+              const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + r.h0 + i) * p.out.ow + ow0) * CO;
+              asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
+            }
           for (int c = 0; c < CB; ++c, ++it) {
             const int s = it % kStages;
             Barrier::wait(&empty[s], ((it / kStages) & 1) ^ 1);
@@ -251,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   cs.wg_tid = tid % 128;
   cs.w_base = cute::cast_smem_ptr_to_uint(s_w);
   cs.b_base = cute::cast_smem_ptr_to_uint(s_b) + wg * kHalf * kRow;
-  cs.full = full, cs.empty = empty;
+  cs.full = full;
   float a0[64], a1[64], a2[64];
 #pragma unroll
   for (int q = 0; q < 64; ++q) a0[q] = a1[q] = a2[q] = 0.f;
@@ -282,9 +290,11 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   Params p{};
   p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, 7, 1, a.relu ? 1 : 0};  // each warpgroup's tile: 1 x 128
   p.tiles_w = (a.ow + kPx - 1) / kPx;
-  p.units = static_cast<long long>(a.n) * p.tiles_w * a.oh;
+  const long long units = static_cast<long long>(a.n) * p.tiles_w * a.oh;
+  if (units > INT_MAX) return false;
+  p.units = static_cast<int>(units);
   const int co_blocks = a.co / kCo;
-  p.ctas_per_co = static_cast<int>(std::min<long long>(std::max(1, sms / co_blocks), p.units));
+  p.ctas_per_co = std::min(std::max(1, sms / co_blocks), p.units);
   const long long grid = static_cast<long long>(co_blocks) * p.ctas_per_co;
   if (grid <= 0 || grid > INT_MAX) return false;
 
