@@ -994,9 +994,9 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
           REQUIRE(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
           CHECK(y.is_contiguous(cl));
           const double e = rel_err(y, ref);
-          MESSAGE(c10::toString(dtype) << " " << k.ci << "->" << k.co << " k" << k.k << " " << k.h << "x" << k.w
-                                       << " variant " << variant << " kernel " << variant_k << ": rel err " << e
-                                       << " (cuDNN " << ec << ")");
+          MESSAGE(std::string(c10::toString(dtype)) << " " << k.ci << "->" << k.co << " k" << k.k << " " << k.h << "x"
+                                                    << k.w << " variant " << variant << " kernel " << variant_k
+                                                    << ": rel err " << e << " (cuDNN " << ec << ")");
           if (variant_k == 2) continue;  // truncated operands: reported, not required
           CHECK(e < tol);
           CHECK(e < 2 * ec + 1e-4);

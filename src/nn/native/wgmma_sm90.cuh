@@ -166,10 +166,11 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
 // acc[4j + 2i + e] is pixel 8j + 2(l%4) + e, channel + 8i.
 //
 // row_start: the accumulators' start, bias + residual (`with_z`), before the row's first
-// products: all the loads in flight at once, into the accumulators themselves, so that their
-// latency is paid once and overlaps the products already issued (as an epilogue, 8 pixels'
-// loads at a time, the residual cost DRUNet's 64-channel layers at 4096² 1.9 ms of 4.1 in fp32
-// and 1.7 of 1.9 in bf16: H200, 2026-12-03d).
+// products: all of a thread's loads in flight at once, into the accumulators themselves, while
+// the step's other products run. (The residual still costs DRUNet's 64-channel layers at 4096²
+// 5.971 against 4.149 ms in fp32 and 4.154 against 1.909 ms in bf16; as an epilogue with the
+// next 16 pixels' loads in flight it was 5.967 and 3.635 ms, with 8 pixels' loads at a time
+// 6.872 ms in fp32: H200, 2026-12-03d. Where the time goes is not yet measured.)
 template <class T, int CO, int N>
 __device__ __forceinline__ void row_start(float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
                                           int img, bool with_z) {
