@@ -22,6 +22,7 @@
 // nothing in flight between rounds; otherwise ptxas puts each product in a wgmma group of its
 // own or serialises them (C7514), and a store waits for all of the step's products.
 #include "wgmma_conv_kernels.hpp"
+#include "wgmma_rows_walk.hpp"
 #include "wgmma_sm90.cuh"
 
 #include <algorithm>
@@ -32,6 +33,7 @@ namespace pnp::nn::native::kernels {
 namespace {
 
 using namespace sm90;
+using namespace rows;
 
 constexpr int kConsumers = 2;                        // warpgroups: one per 128-pixel half
 constexpr int kThreads = 128 * (kConsumers + 1);     // + the loading warpgroup
@@ -43,9 +45,9 @@ template <int CB>  // CB: 128-byte channel blocks of the input (1 or 2)
 struct Layout {
   static constexpr int kWBytes = kTaps * CB * kABytes;  // 72 or 144 KiB of resident weights
   // input stages of one (row, block) each: a round of three steps uses each the same number of
-  // times, so a step's stages are known at compile time
-  static constexpr int kStages = CB == 1 ? 3 : 2;
-  static_assert(3 * CB % kStages == 0, "a round's stages");
+  // times, so a step's stages are known at compile time (wgmma_rows_walk.hpp)
+  static constexpr int kStages = round_stages(CB);
+  static_assert(3 * CB % kStages == 0 && (3 * CB / kStages) % 2 == 1, "a round's stages");
   static constexpr int kSmem = kWBytes + kStages * kBBytes + (2 * kStages + 1) * 8 + 1024;
 };
 
@@ -55,22 +57,6 @@ struct Params {
   int units;                 // output rows of all columns of all images: n x tiles_w x oh
   int ctas_per_co;           // persistent CTAs per 64-channel block of the outputs
 };
-
-// The stretch of output rows [h0, h0 + len) of column `col` of image `img` that unit u starts,
-// cut at u_end.
-struct Run {
-  int img, col, h0, len;
-};
-__host__ __device__ inline Run run_at(const Params& p, int u, int u_end) {
-  const int line = u / p.out.oh;
-  Run r;
-  r.h0 = static_cast<int>(u - line * p.out.oh);
-  const int left = u_end - u;
-  r.len = left < p.out.oh - r.h0 ? static_cast<int>(left) : p.out.oh - r.h0;
-  r.col = static_cast<int>(line % p.tiles_w);
-  r.img = static_cast<int>(line / p.tiles_w);
-  return r;
-}
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 using Barrier = cutlass::arch::ClusterTransactionBarrier;
@@ -116,33 +102,6 @@ __device__ __forceinline__ void mma(const Consumer& cs, float (&acc)[64], int r,
                   acc, false);
 }
 
-// The walk both sides of a CTA take through its units, one step per input row: run r, step t
-// of it (0 .. len + 2), live while runs remain. Step t reads input row h0 - 1 + t (rows outside
-// the image read as zeros); its products go to output rows t - 2, t - 1 and t of the run, the
-// ones outside it thrown away, and it stores row t - 3 (t >= 3). Every step issues the same
-// products, so that ptxas keeps them in flight behind the stores (the version before issued
-// only the rows that exist, each in its own wgmma group, and its stores waited for all of a
-// step's products: ptxas's SASS, 2026-12-03d). The steps come in rounds of three (the
-// accumulators rotate); steps past the last run load and multiply other rows to finish the round.
-struct Walk {
-  Run r{};
-  int u, u_end;
-  int t = 0;
-  bool live;
-  __device__ Walk(const Params& p, int b, int e) : u(b), u_end(e), live(b < e) {
-    if (live) r = run_at(p, b, e);
-  }
-  __device__ int input_row() const { return r.h0 - 1 + t; }
-  __device__ bool stores() const { return live && t >= 3; }
-  __device__ void advance(const Params& p) {
-    ++t;
-    if (live && t == r.len + 3) {
-      u += r.len, t = 0, live = u < u_end;
-      if (live) r = run_at(p, u, u_end);
-    }
-  }
-};
-
 // Step P (of a round) of the walk at w: output row t - 2 of the run gets its kernel row 2 (in
 // a[(P + 1) % 3]), row t - 1 its row 1 (a[(P + 2) % 3]), row t its row 0 (a[P]), after row
 // t - 3 is stored from a[P] and a[P] restarted from row t's bias and residual (row_start). Both
@@ -159,7 +118,7 @@ __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[
   for (int c = 0; c < CB; ++c) {
     // the round's q-th stage use; a round uses each stage an odd number of times (1 or 3)
     const int q = P * CB + c, s = q % kStages;
-    Barrier::wait(&cs.full[s], (cs.round + q / kStages) & 1);
+    Barrier::wait(&cs.full[s], consumer_phase(cs.round, q, kStages));
     fence(open2);
     fence(open1);
     cute::warpgroup_arrive();
@@ -173,7 +132,7 @@ __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[
     if (c == 0) {
       const int ow0 = w.r.col * kPx + ow_half;
       if (store) row_end<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
-      row_start<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t, ow0, w.r.img, w.live && w.t < w.r.len);
+      row_start<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t, ow0, w.r.img, w.starts());
       fence(next);
     }
     cute::warpgroup_arrive();
@@ -214,6 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const long long k = blockIdx.x % p.ctas_per_co;
   const int u_begin = static_cast<int>(p.units * k / p.ctas_per_co),
             u_end = static_cast<int>(p.units * (k + 1) / p.ctas_per_co);
+  const Grid grid{p.out.oh, p.tiles_w};
 
   if (wg == kConsumers) {  // the loading warpgroup: one thread issues every copy
     cutlass::arch::warpgroup_reg_dealloc<kLoadRegs>();
@@ -227,8 +187,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       constexpr uint32_t b_bytes = (kPx + 2) * kRow;
       const T* z = static_cast<const T*>(p.out.z);
       int it = 0;
-      for (Walk w(p, u_begin, u_end); w.live;)
-        for (int k = 0; k < 3; ++k, w.advance(p)) {
+      for (Walk w(grid, u_begin, u_end); w.live;)
+        for (int k = 0; k < 3; ++k, w.advance(grid)) {
           const Run& r = w.r;
           const int ow0 = r.col * kPx, rho = w.input_row();
           // the residual's rows into L2 two steps before row_start reads them (rows 0 to 2 of
@@ -265,13 +225,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int q = 0; q < 64; ++q) a0[q] = a1[q] = a2[q] = 0.f;
   Barrier::wait(w_full, 0);
   const int ow_half = wg * kHalf;
-  for (Walk w(p, u_begin, u_end); w.live;) {
+  for (Walk w(grid, u_begin, u_end); w.live;) {
     step<T, CB, CO, 0>(cs, a0, a1, a2, w, p.out, co0, ow_half);
-    w.advance(p);
+    w.advance(grid);
     step<T, CB, CO, 1>(cs, a0, a1, a2, w, p.out, co0, ow_half);
-    w.advance(p);
+    w.advance(grid);
     step<T, CB, CO, 2>(cs, a0, a1, a2, w, p.out, co0, ow_half);
-    w.advance(p);
+    w.advance(grid);
     ++cs.round;
     cute::warpgroup_wait<0>();  // nothing in flight at the loop's back edge (C7514 otherwise)
     fence(a0);
