@@ -122,6 +122,10 @@ TEST_CASE("the rows kernel's consumers compute the stage and phase the loader fi
           CHECK(rows::consumer_phase(round, q, stages) == ((it / stages) & 1));
         }
   }
+  // the residual's slot (bf16, one input block): one fill a step, one slot, 3 uses a round
+  int iz = 0;
+  for (int round = 0; round < 50; ++round)
+    for (int step = 0; step < 3; ++step, ++iz) CHECK(rows::consumer_phase(round, step, 1) == (iz & 1));
   // a ring the formula does not fit (a round using each stage an even number of times) fails
   int mismatches = 0, it = 0;
   for (int round = 0; round < 4; ++round)

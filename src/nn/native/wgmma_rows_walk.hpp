@@ -66,7 +66,8 @@ struct Walk {
 // loader in order (its it-th fill goes to stage it % stages and waits for the fill before it
 // there to be released). A round of three steps of `blocks` channel blocks each uses every stage
 // the same odd number of times (stages 3 for one block, 2 for two), so the consumer's q-th use
-// of a round (q = step * blocks + block) is stage q % stages, whose barrier phase is this.
+// of a round (q = step * blocks + block) is stage q % stages, whose barrier phase is this. The
+// residual's one slot (bf16 with one input block), filled once a step, is the case stages = 1.
 PNP_ROWS_HD constexpr int round_stages(int blocks) { return blocks == 1 ? 3 : 2; }
 PNP_ROWS_HD constexpr int consumer_phase(int round, int q, int stages) { return (round + q / stages) & 1; }
 

@@ -168,9 +168,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
 // row_start: the accumulators' start, bias + residual (`with_z`), before the row's first
 // products: all of a thread's loads in flight at once, into the accumulators themselves, while
 // the step's other products run. (The residual still costs DRUNet's 64-channel layers at 4096²
-// 5.971 against 4.149 ms in fp32 and 4.154 against 1.909 ms in bf16; as an epilogue with the
-// next 16 pixels' loads in flight it was 5.967 and 3.635 ms, with 8 pixels' loads at a time
-// 6.872 ms in fp32: H200, 2026-12-03d. Where the time goes is not yet measured.)
+// 5.971 against 4.149 ms in fp32; as an epilogue with the next 16 pixels' loads in flight it
+// was 5.967 ms, with 8 pixels' loads at a time 6.872 ms: H200, 2026-12-03d. In bf16 it cost
+// 4.154 against 1.909 ms; the rows kernel's bf16 epilogue now goes through shared memory and
+// the bulk copy engine instead: 1.684 against 1.521 ms, 2026-12-03e.)
 template <class T, int CO, int N>
 __device__ __forceinline__ void row_start(float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
                                           int img, bool with_z) {
