@@ -103,22 +103,30 @@ def run(a, torch, dinv) -> dict:
     x = x_cpu.to(dev, dtype)
     compiled = torch.compile(module, mode=a.mode)
     out = {}
-    with torch.no_grad():
-        def call():
-            out["y"] = compiled(x, a.sigma)
-        call()
-        sync()
-        first = time.perf_counter() - t0
-        for _ in range(1, a.warmup):
+    # deepinv's DRUNet makes its noise-level map with torch.ones at torch's default dtype: in
+    # bf16 the map is float32, the concat promotes the input, and the convolution refuses it
+    # (H200, docs/measurements/2026-12-03e, call 3b). The calls run at the module's dtype.
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.no_grad():
+            def call():
+                out["y"] = compiled(x, a.sigma)
             call()
-        t = [timed(call) for _ in range(a.timed)]
-        peak = torch.cuda.max_memory_allocated(dev) if cuda else 0
-        stable = sum(t[-a.stable:]) / a.stable
-        y = out["y"].float()
-        if not torch.isfinite(y).all():
-            raise FloatingPointError("non-finite output")
-        ref = module(x, a.sigma).float()
-        err = float((y - ref).norm() / ref.norm().clamp_min(1e-30))
+            sync()
+            first = time.perf_counter() - t0
+            for _ in range(1, a.warmup):
+                call()
+            t = [timed(call) for _ in range(a.timed)]
+            peak = torch.cuda.max_memory_allocated(dev) if cuda else 0
+            stable = sum(t[-a.stable:]) / a.stable
+            y = out["y"].float()
+            if not torch.isfinite(y).all():
+                raise FloatingPointError("non-finite output")
+            ref = module(x, a.sigma).float()
+            err = float((y - ref).norm() / ref.norm().clamp_min(1e-30))
+    finally:
+        torch.set_default_dtype(default_dtype)
     return {"peer": PEER_VERSION, "module": f"deepinv.models.{type(module).__name__}",
             "deepinv": dinv.__version__, "torch": torch.__version__, "mode": a.mode,
             "first_call_s": first, "compile_s": max(0.0, first - stable), "stable_s": stable,

@@ -2,7 +2,7 @@
 --with-deepinv; exit 77, skipped, without it). Checks that deepinv's own modules ran under
 torch.compile with pnp's weights and the sweep's timing protocol, beside eager and native in the
 same file; that a row cut off by the time cap is recorded as such (and pnp_bench still exits 0);
-and that pnp_peer refuses weights that do not fit deepinv's module.
+that pnp_peer refuses weights that do not fit deepinv's module; and that it runs deepinv's DRUNet in bf16.
 
 usage: check_torch_compile_sweep.py PNP_BENCH CONFIG.toml WORKDIR
 """
@@ -88,4 +88,22 @@ p = subprocess.run([sys.executable, "-m", "pnp_peer", "--arch", "dncnn", "--chan
                     "--blocks", "3", "--shape", "1,1,16,16", "--weights", bad], capture_output=True, text=True, env=env)
 if p.returncode != 2 or "has no weight" not in p.stderr:
     fail(f"bad weights: exit {p.returncode}, {p.stderr[-300:]}")
+
+# 3. deepinv's DRUNet in bf16 (it makes its noise-level map at torch's default dtype: the peer
+# runs it at the module's; without that the convolution refused a float32 input)
+import json  # noqa: E402
+
+small = deepinv.models.DRUNet(1, 1, pretrained=None, nc=(8, 16, 32, 64), nb=1)
+w16 = os.path.join(work, "peer_drunet_small.h5")
+with h5py.File(w16, "w") as f:
+    for k, v in small.state_dict().items():
+        f.create_dataset(f"weights/{k}", data=v.numpy())
+p = subprocess.run([sys.executable, "-m", "pnp_peer", "--arch", "drunet", "--channels", "1", "--features",
+                    "8,16,32,64", "--blocks", "1", "--shape", "1,1,32,32", "--weights", w16, "--dtype", "bfloat16",
+                    "--warmup", "1", "--timed", "1", "--stable", "1"], capture_output=True, text=True, env=env)
+if p.returncode != 0:
+    fail(f"DRUNet bf16: exit {p.returncode}, {p.stderr[-300:]}")
+r = json.loads(p.stdout.strip().splitlines()[-1])
+if not (r["stable_s"] > 0 and r["error_vs_eager"] < 2e-2):
+    fail(f"DRUNet bf16: {r}")
 print("torch_compile arms checked")
