@@ -1,0 +1,77 @@
+# shellcheck shell=bash
+# What a device call's script needs, in one place, so that docs/measurements/<date>/callN.sh says
+# only what it measures. Sourced from the repository root; results and logs go to $OUT.
+#   . scripts/device_call.sh
+# Then:
+#   stamp TEXT                          "== [seconds since sourcing] TEXT"
+#   build [TARGET ...]                  scripts/device_build.sh (all targets when none); exits on failure
+#   nt LOG ARCH CH SHAPE [OPTION ...]   nn_time on $PNP_CALL_DEVICE (cuda), native backend; the whole
+#                                       output appended to $OUT/LOG, its summary lines printed
+#   swap_source FILE FROM [TARGET ...]  FILE replaced by FROM (a kernel from another commit, say),
+#                                       touched so that the build recompiles it (a copy keeps its
+#                                       older time: 2026-12-03e, call 3b), then rebuilt
+#   restore_source FILE [TARGET ...]    FILE back to this tree's version (kept by swap_source),
+#                                       touched and rebuilt
+#   peer_env                            the carried wheels (.whl) installed for deepinv's torch.compile
+#                                       arm and the venv's Python named for pnp_bench
+#   sweep NAME ARCHS CH SHAPE BACKENDS [DTYPE]
+#                                       pnp_bench on input/sweep.toml with those keys replaced, to
+#                                       $OUT/NAME.h5 (ARCHS and BACKENDS as TOML list items)
+# The tree, .deps/ and .whl/ together pass the device tool's 64 MiB: a call that needs the build
+# and the peer runs as two, back to back on one machine (its build and .deps/root stay there).
+set -uo pipefail
+: "${OUT:?device_call.sh: set OUT, the folder whose files come back}"
+PNP_CALL_BIN=${PNP_CALL_BIN:-build/gpu/bin}
+PNP_CALL_DEVICE=${PNP_CALL_DEVICE:-cuda}
+pnp_call_t0=$(date +%s)
+
+stamp() { echo "== [$(($(date +%s) - pnp_call_t0)) s] $*"; }
+
+build() {
+  stamp "build ${*:-all}"
+  timeout 300 scripts/device_build.sh "$@" >/tmp/pnp_call_build.log 2>&1 || {
+    grep -E "error|Error" /tmp/pnp_call_build.log | head -30
+    tail -20 /tmp/pnp_call_build.log
+    exit 1
+  }
+}
+
+nt() {
+  local log=$1 arch=$2 ch=$3 shape=$4
+  shift 4
+  stamp "nn_time $arch $ch $shape $*"
+  timeout 90 "$PNP_CALL_BIN/nn_time" "$arch" "$ch" "$shape" --device "$PNP_CALL_DEVICE" --backends native "$@" 2>&1 |
+    grep -vE "^\s*$" | tee -a "$OUT/$log" | grep -E "^nn_time|rror|^ +[0-9.]+ ms" | cut -c1-220 | head -14
+}
+
+swap_source() {
+  local file=$1 from=$2
+  shift 2
+  [ -f "/tmp/pnp_call_kept.$(basename "$file")" ] || cp "$file" "/tmp/pnp_call_kept.$(basename "$file")"
+  cp "$from" "$file" && touch "$file"
+  build "$@"
+}
+
+restore_source() {
+  local file=$1
+  shift
+  cp "/tmp/pnp_call_kept.$(basename "$file")" "$file" && touch "$file"
+  build "$@"
+}
+
+peer_env() {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl ||
+    { echo "device_call.sh: the wheels in .whl did not install (carry .whl)"; exit 1; }
+  export PYTHONPATH=/tmp/site
+  export PNP_PYTHON=${PNP_PYTHON:-/opt/torch/.venv/bin/python3}
+}
+
+sweep() {
+  local name=$1 archs=$2 ch=$3 shape=$4 backends=$5 dtype=${6:-float32}
+  sed -e "s/^architectures = .*/architectures = [$archs]/" -e "s/^channels = .*/channels = $ch/" \
+    -e "s/^shapes = .*/shapes = [$shape]/" -e "s/^backends = .*/backends = [$backends]/" \
+    -e "s/^timeout_s = .*/timeout_s = 90/" -e "s/^dtype = .*/dtype = \"$dtype\"/" \
+    -e "s/^device = .*/device = \"$PNP_CALL_DEVICE\"/" input/sweep.toml >"/tmp/sweep_$name.toml"
+  stamp "pnp_bench $name"
+  timeout 200 "$PNP_CALL_BIN/pnp_bench" "/tmp/sweep_$name.toml" --output "$OUT/$name.h5" --force 2>&1 | tail -8
+}
