@@ -27,8 +27,8 @@
 // the bulk copy engine, the consumers read it with transposing matrix loads (8 a thread, where
 // row_start's 64 scattered global loads were), and write their rows with transposing matrix
 // stores into 32-pixel staging chunks that bulk copies store (where row_end's 64 scattered
-// stores were). DRUNet 4096²'s 64-channel layers in bf16 went from 4.154 to 1.684 ms with a
-// residual and from 1.909 to 1.521 ms without (warm-up timings; H200, 2026-12-03e). In float32
+// stores were). DRUNet 4096²'s 64-channel layers in bf16 went from 4.253 to 1.684 ms with a
+// residual and from 2.271 to 1.521 ms without (warm-up timings on one H200, 2026-12-03e). In float32
 // the weights (144 KiB) and two stages leave 16 KiB, too little for a residual row (64 KiB),
 // and the epilogue stays in the registers (row_start, row_end).
 #include "wgmma_conv_kernels.hpp"

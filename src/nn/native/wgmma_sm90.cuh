@@ -171,7 +171,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
 // 5.971 against 4.149 ms in fp32; as an epilogue with the next 16 pixels' loads in flight it
 // was 5.967 ms, with 8 pixels' loads at a time 6.872 ms: H200, 2026-12-03d. In bf16 it cost
 // 4.154 against 1.909 ms; the rows kernel's bf16 epilogue now goes through shared memory and
-// the bulk copy engine instead: 1.684 against 1.521 ms, 2026-12-03e.)
+// the bulk copy engine instead: 1.684 against 1.521 ms on one H200, 2026-12-03e.)
 template <class T, int CO, int N>
 __device__ __forceinline__ void row_start(float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
                                           int img, bool with_z) {
