@@ -5,15 +5,20 @@
 # replaces the folder, so every call checks again) and puts their libraries, the venv's Python
 # and CUDA on the paths. Does nothing where .deps/ holds no .deb.
 #   . scripts/device_env.sh
-# Prepare here once:  mkdir -p .deps && (cd .deps && apt-get download libtomlplusplus-dev libtomlplusplus3 \
-#   libboost1.74-dev libboost-program-options1.74-dev libboost-program-options1.74.0 doctest-dev)
-# and name .deps in the device tool's carry list.
+# Prepare here once:  scripts/device_deps.sh  (the .debs by name, and of libboost1.74-dev only the
+# headers Boost.Program_options reaches and Boost's CMake config, as a tarball unpacked here like
+# a .deb: 4.3 MB in all, where the whole .deb made .deps 13.5 MB and left no room for .whl/ in
+# the same call), and name .deps in the device tool's carry list.
 pnp_deps_root=$PWD/.deps/root
 if ls .deps/*.deb >/dev/null 2>&1; then
   mkdir -p "$pnp_deps_root"
-  for f in .deps/*.deb; do
+  for f in .deps/*.deb .deps/boost*-headers.tar.gz; do
+    [ -f "$f" ] || continue
     stamp="$pnp_deps_root/.unpacked.$(basename "$f")"
-    [ -f "$stamp" ] || { dpkg -x "$f" "$pnp_deps_root" && touch "$stamp"; }
+    case $f in
+      *.deb) [ -f "$stamp" ] || { dpkg -x "$f" "$pnp_deps_root" && touch "$stamp"; } ;;
+      *) [ -f "$stamp" ] || { tar xzf "$f" -C "$pnp_deps_root" && touch "$stamp"; } ;;
+    esac
   done
   export LD_LIBRARY_PATH=$pnp_deps_root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
