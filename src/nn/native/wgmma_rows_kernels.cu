@@ -134,10 +134,8 @@ __device__ __forceinline__ uint32_t matrix_row(int wg_tid) {
 template <int N>
 __device__ __forceinline__ void row_start_shared(float (&acc)[N], const TileOut& p, uint32_t z_half, int wg_tid,
                                                  int co0, bool with_z) {
-  const int w = wg_tid >> 5, l = wg_tid & 31;
-  const __nv_bfloat16* bias = static_cast<const __nv_bfloat16*>(p.b);
-  const int c = co0 + 16 * w + (l >> 2);
-  const float b0 = bias ? to_f(bias[c]) : 0.f, b8 = bias ? to_f(bias[c + 8]) : 0.f;
+  float b0, b8;
+  row_bias<__nv_bfloat16>(p, wg_tid, co0, b0, b8);
   uint32_t base;  // (opaque, as in mma: the addresses made where they are used, not hoisted)
   asm volatile("mov.b32 %0, %1;" : "=r"(base) : "r"(z_half + matrix_row(wg_tid)));
 #pragma unroll

@@ -172,13 +172,22 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
 // was 5.967 ms, with 8 pixels' loads at a time 6.872 ms: H200, 2026-12-03d. In bf16 it cost
 // 4.154 against 1.909 ms; the rows kernel's bf16 epilogue now goes through shared memory and
 // the bulk copy engine instead: 1.684 against 1.521 ms on one H200, 2026-12-03e.)
+//
+// row_bias: thread (warp w, lane l)'s two bias values, channels c = co0 + 16w + l/4 and c + 8
+// (0 without a bias); row_start's, and the rows kernel's shared-memory row_start's.
+template <class T>
+__device__ __forceinline__ void row_bias(const TileOut& p, int wg_tid, int co0, float& b0, float& b8) {
+  const int c = co0 + 16 * (wg_tid >> 5) + ((wg_tid & 31) >> 2);
+  const T* bias = static_cast<const T*>(p.b);
+  b0 = bias ? to_f(bias[c]) : 0.f, b8 = bias ? to_f(bias[c + 8]) : 0.f;
+}
 template <class T, int CO, int N>
 __device__ __forceinline__ void row_start(float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
                                           int img, bool with_z) {
   const int w = wg_tid >> 5, l = wg_tid & 31;
   const int c = co0 + 16 * w + (l >> 2);
-  const T* bias = static_cast<const T*>(p.b);
-  const float b0 = bias ? to_f(bias[c]) : 0.f, b8 = bias ? to_f(bias[c + 8]) : 0.f;
+  float b0, b8;
+  row_bias<T>(p, wg_tid, co0, b0, b8);
   if (with_z && p.z) {
     const T* z = static_cast<const T*>(p.z) + ((static_cast<size_t>(img) * p.oh + o) * p.ow + ow0 + 2 * (l & 3)) * CO + c;
     const int n = p.ow - ow0 - 2 * (l & 3);  // this thread's pixels 0, 1, 8, 9, ... lie in the image below n
