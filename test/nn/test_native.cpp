@@ -20,6 +20,7 @@
 #ifdef PNP_HAVE_CUDA
 #include "native/narrow_conv.hpp"
 #include "native/nhwc_ops.hpp"
+#include "native/transposed_gemm.hpp"
 #ifdef PNP_HAVE_WGMMA_CONV
 #include <ATen/cuda/CUDAContext.h>
 
@@ -926,6 +927,80 @@ TEST_CASE("native: pnp's NHWC kernels, the phase shuffle and the 2×2 max pool, 
                       CHECK(on.find("max pools as pnp's kernel") != std::string::npos);
                       CHECK(other.find("four phases") == std::string::npos);
                       CHECK(other.find("max pools as pnp's kernel") == std::string::npos);
+                    });
+}
+
+TEST_CASE("native: the 2×2, stride-2 transposed convolution as two cuBLAS products, against float64 (CUDA)") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  auto& ctx = at::globalContext();
+  const bool tf32 = ctx.allowTF32CuDNN();
+  // DRUNet's three (512 -> 256, 256 -> 128, 128 -> 64, here on small images), two images, one
+  // pixel, one row, a width that is no multiple of anything, the smallest aligned channel counts
+  struct S {
+    int64_t n, ci, co, h, w;
+  };
+  const std::vector<S> ss{{1, 512, 256, 6, 3}, {1, 256, 128, 5, 8}, {2, 128, 64, 7, 9},
+                          {1, 8, 4, 1, 1},     {3, 16, 8, 1, 33},   {1, 64, 32, 4, 4}};
+  uint64_t seed = 900;
+  // (float32 strict: TF32 off; float32 with TF32, cuDNN's default; bf16)
+  for (int mode = 0; mode < 3; ++mode)
+    for (const S& k : ss) {
+      const auto dtype = mode == 2 ? at::kBFloat16 : at::kFloat;
+      ctx.setAllowTF32CuDNN(mode == 1);
+      CAPTURE(mode);
+      CAPTURE(k.ci);
+      CAPTURE(k.co);
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      const at::Tensor x = rnd({k.n, k.ci, k.h, k.w}, ++seed).to(dtype).to(dev).contiguous(cl);
+      const at::Tensor w = rnd({k.ci, k.co, 2, 2}, ++seed).to(dtype).to(dev);
+      const at::Tensor ref = at::conv_transpose2d(x.to(at::kCPU, at::kDouble), w.to(at::kCPU, at::kDouble), {}, 2);
+      at::Tensor y = at::full({k.n, k.co, 2 * k.h, 2 * k.w}, std::nan(""), x.options()).contiguous(cl);  // poison
+      REQUIRE(native::stride2_transposed_applies(x, w, {2, 2}, {0, 0}, {0, 0}, 1, y));
+      native::stride2_transposed(x, native::stride2_transposed_weight(w), y);
+      CHECK_FALSE(at::isnan(y).any().item<bool>());
+      CHECK(ref.abs().max().item<double>() > 0.1);  // content
+      // strict float32: float32 products and sums; TF32: inputs rounded to 10 mantissa bits
+      // (cuDNN's TF32 convolutions are held to 5e-3 above); bf16: the output's rounding (2^-9)
+      CHECK(rel_err(y, ref) < (mode == 0 ? 1e-6 : mode == 1 ? 2e-3 : 5e-3));
+    }
+  ctx.setAllowTF32CuDNN(tf32);
+  {  // what the products do not take; stride2_transposed then throws
+    const auto o = at::TensorOptions().dtype(at::kFloat).device(dev);
+    const at::Tensor x = at::ones({1, 16, 4, 5}, o).contiguous(cl), w = at::ones({16, 8, 2, 2}, o);
+    at::Tensor y = at::empty({1, 8, 8, 10}, o).contiguous(cl);
+    CHECK(native::stride2_transposed_applies(x, w, {2, 2}, {0, 0}, {0, 0}, 1, y));
+    CHECK_FALSE(native::stride2_transposed_applies(x, w, {1, 1}, {0, 0}, {0, 0}, 1, y));  // stride 1
+    CHECK_FALSE(native::stride2_transposed_applies(x, w, {2, 2}, {1, 1}, {0, 0}, 1, y));  // padding
+    CHECK_FALSE(native::stride2_transposed_applies(x, w, {2, 2}, {0, 0}, {1, 1}, 1, y));  // output padding
+    CHECK_FALSE(native::stride2_transposed_applies(x, w, {2, 2}, {0, 0}, {0, 0}, 2, y));  // groups
+    CHECK_FALSE(native::stride2_transposed_applies(x.contiguous(), w, {2, 2}, {0, 0}, {0, 0}, 1, y));  // NCHW
+    CHECK_FALSE(native::stride2_transposed_applies(x, w, {2, 2}, {0, 0}, {0, 0}, 1, y.contiguous()));
+    CHECK_FALSE(native::stride2_transposed_applies(x.cpu(), w.cpu(), {2, 2}, {0, 0}, {0, 0}, 1, y.cpu()));
+    CHECK_FALSE(native::stride2_transposed_applies(x.to(at::kDouble), w.to(at::kDouble), {2, 2}, {0, 0}, {0, 0}, 1,
+                                                   y.to(at::kDouble)));
+    const at::Tensor w3 = at::ones({16, 8, 3, 3}, o), w6 = at::ones({16, 6, 2, 2}, o);
+    CHECK_FALSE(native::stride2_transposed_applies(x, w3, {2, 2}, {0, 0}, {0, 0}, 1, y));  // 3×3 taps
+    at::Tensor y6 = at::empty({1, 6, 8, 10}, o).contiguous(cl), y9 = at::empty({1, 8, 9, 10}, o).contiguous(cl);
+    CHECK_FALSE(native::stride2_transposed_applies(x, w6, {2, 2}, {0, 0}, {0, 0}, 1, y6));  // 2 C_out = 12: no 16-byte rows
+    CHECK_FALSE(native::stride2_transposed_applies(x, w, {2, 2}, {0, 0}, {0, 0}, 1, y9));   // another output shape
+    CHECK_THROWS_AS(native::stride2_transposed(x, w, y), Error);  // the weight not rearranged
+    CHECK_THROWS_AS(native::stride2_transposed(x, native::stride2_transposed_weight(w), y9), Error);
+    CHECK_THROWS_AS(native::stride2_transposed_weight(w3), Error);
+  }
+  // In the executor: DRUNet's three upsamplings as the products against float64 and against
+  // the option off (cuDNN's transposed convolution), and replayed in the graph
+  NativeOptions off;
+  off.nhwc_kernels = false;
+  check_nets_on_off({{"drunet", 2, 1, {16, 32, 64, 128}, 1, {1, 1, 32, 48}, {}}, {"drunet", 2, 3, {8, 16, 32, 64}, 2, {2, 3, 16, 24}, {}}},
+                    91, NativeOptions{}, off, [](const Case&, const std::string& on, const std::string& other) {
+                      CHECK(on.find("transposed convolutions as two cuBLAS products") != std::string::npos);
+                      CHECK(other.find("cuBLAS products") == std::string::npos);
                     });
 }
 #endif

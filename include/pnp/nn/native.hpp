@@ -143,7 +143,10 @@ struct NativeOptions {
   // a graph like any convolution), then one pass writes each phase to its pixel with the bias and
   // ReLU and the concat reading it (UNet's skip) around it, where cuDNN's transposed convolution
   // is a dgrad kernel followed by ATen's bias add, ReLU and concat. The 2×2, stride-2 max pool
-  // runs as pnp's kernel. Off: cuDNN's transposed convolution, ATen's ops and max pool.
+  // runs as pnp's kernel. A 2×2, stride-2 transposed convolution without bias or epilogue
+  // (DRUNet's upsampling) runs as two strided-batched cuBLAS products written straight into its
+  // output (src/nn/native/transposed_gemm.hpp), where cuDNN runs a dgrad kernel. Off: cuDNN's
+  // transposed convolution, ATen's ops and max pool.
   bool nhwc_kernels = true;
   // CUDA, 2D, float32 and bf16, channels-last: a convolution with one output channel (a gray
   // network's last, 1x1 or 3x3, stride 1) runs as pnp's own direct kernel

@@ -13,6 +13,7 @@
 #ifdef PNP_HAVE_CUDA
 #include "narrow_conv.hpp"
 #include "nhwc_ops.hpp"
+#include "transposed_gemm.hpp"
 #ifdef PNP_HAVE_WGMMA_CONV
 #include "wgmma_conv.hpp"
 #endif
@@ -244,6 +245,11 @@ class NativeImpl final : public NativeExecutor {
           ph.wgmma = device_.is_cuda() && opt_.wgmma_convs;
           phase_.emplace(k, std::move(ph));
         }
+        // a 2×2, stride-2 transposed convolution alone (no bias, epilogue or concat) as two
+        // cuBLAS products into its output (transposed_gemm.hpp); transposed() checks the tensors
+        if (!s.from_upsample && !B.defined() && s.z < 0 && !s.relu && s.cat_other < 0 && nhwc_ops() && W.dim() == 4 &&
+            W.size(2) == 2 && W.size(3) == 2)
+          stride2_.emplace(k, native::stride2_transposed_weight(W).to(device_, dtype_).contiguous());
       } else if (s.kind == StepKind::batch_norm) {
         t.w = to_dev(param(s.bn_keys.weight), false);
         t.b = to_dev(param(s.bn_keys.bias), false);
@@ -839,8 +845,9 @@ class NativeImpl final : public NativeExecutor {
 
   // A conv_transpose step into y (its slot, where it has absorbed a concat: PlanStep::cat_other).
   // A folded upsample with its phase convolution (phase_) runs that and pnp's shuffle
-  // (nhwc_ops.hpp) where the shuffle takes the tensors; otherwise the transposed convolution,
-  // then its epilogue and the concat as ATen ops.
+  // (nhwc_ops.hpp) where the shuffle takes the tensors; a lone 2×2, stride-2 one (stride2_) its
+  // two cuBLAS products into y (transposed_gemm.hpp); otherwise the transposed convolution, then
+  // its epilogue and the concat as ATen ops.
   at::Tensor transposed(const PlanStep& s, Bound& t, size_t k, const at::Tensor& x, at::Tensor& y) {
     const at::Tensor* other = s.cat_other >= 0 ? &vals_[static_cast<size_t>(s.cat_other)] : nullptr;
 #ifdef PNP_HAVE_CUDA
@@ -856,6 +863,14 @@ class NativeImpl final : public NativeExecutor {
         const at::Tensor p = conv(ps, it->second, x, nullptr, ps.padding);
         native::phase_shuffle(p, t.b.defined() ? &t.b : nullptr, s.relu, other, !s.cat_first, out);
         phase_used_ = phase_used_ || validating_ || from_cache_capture_;
+        return out;
+      }
+    }
+    if (auto it = stride2_.find(k); it != stride2_.end()) {
+      at::Tensor out = y.defined() ? y : at::empty(s.shape, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+      if (native::stride2_transposed_applies(x, t.w, s.stride, s.padding, s.output_padding, s.groups, out)) {
+        native::stride2_transposed(x, it->second, out);
+        stride2_used_ = stride2_used_ || validating_ || from_cache_capture_;
         return out;
       }
     }
@@ -1073,6 +1088,9 @@ class NativeImpl final : public NativeExecutor {
       notes_.push_back("CUDA: the ×2 upsample convolutions as convolutions of their four phases, then pnp's shuffle with "
                        "the bias, ReLU and concat (nhwc_ops.hpp)");
     if (pool_used_) notes_.push_back("CUDA: the 2×2 max pools as pnp's kernel (nhwc_ops.hpp)");
+    if (stride2_used_)
+      notes_.push_back("CUDA: the 2×2, stride-2 transposed convolutions as two cuBLAS products each, written into their "
+                       "output (transposed_gemm.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE
     if (adds > 0)
       notes_.push_back("CUDA: " + std::to_string(adds_used) + " of " + std::to_string(adds) +
@@ -1139,7 +1157,8 @@ class NativeImpl final : public NativeExecutor {
   native::Plan plan_;
   std::vector<Bound> bound_;  // one per plan step
   std::map<size_t, Bound> phase_;  // by step: a folded upsample's phase convolution (transposed())
-  bool phase_used_ = false, pool_used_ = false;  // pnp's NHWC kernels ran in the warm-up (or the capture)
+  std::map<size_t, at::Tensor> stride2_;  // by step: a 2×2, stride-2 transposed convolution's weight for its products
+  bool phase_used_ = false, pool_used_ = false, stride2_used_ = false;  // pnp's NHWC paths ran in the warm-up (or the capture)
   std::vector<at::Tensor> slots_, vals_;
   at::Tensor static_in_, static_out_;
   at::Tensor ws_;  // the cuDNN graphs' workspace, grown in the warm-up (before any capture)
