@@ -120,22 +120,6 @@ if(PNP_CUDA)
   endif()
 endif()
 
-# --- cuBLAS (CUDA builds) --------------------------------------------------------------
-# The native backend's 2×2, stride-2 transposed convolutions as matrix products
-# (src/nn/native/transposed_gemm.cpp): the toolkit's libcublas beside its cudart (one runtime
-# search path for both), else the one LibTorch runs with (its nvidia wheel). One SONAME, so the
-# process loads one copy, LibTorch's or this one.
-if(PNP_CUDA)
-  get_filename_component(_pnp_site "${Torch_DIR}/../../../.." ABSOLUTE)  # site-packages
-  find_library(PNP_CUBLAS_LIBRARY NAMES libcublas.so.13 libcublas.so.12 cublas
-               HINTS "${CUDAToolkit_LIBRARY_DIR}" "${_pnp_site}/nvidia/cu13/lib" "${_pnp_site}/nvidia/cublas/lib"
-               PATHS /usr/local/cuda PATH_SUFFIXES lib64 lib)
-  if(NOT PNP_CUBLAS_LIBRARY)
-    message(FATAL_ERROR "pnp: CUDA build without libcublas (LibTorch's nvidia-cublas wheel or the CUDA toolkit's)")
-  endif()
-  message(STATUS "pnp: cuBLAS ${PNP_CUBLAS_LIBRARY}")
-endif()
-
 # --- pnp's Hopper implicit-GEMM convolution (optional, CUDA builds) ------------------
 # src/nn/native/wgmma_conv_kernels.cu, built for sm_90a: CuTe's wgmma and bulk-copy wrappers and
 # CUTLASS's barriers, header-only, from PyPI's nvidia-cutlass (pip install nvidia-cutlass: the

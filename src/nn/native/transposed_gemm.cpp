@@ -9,12 +9,30 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <cublas_v2.h>
 
+#include <dlfcn.h>
+
 #include <climits>
 #include <string>
 
 namespace pnp::nn::native {
 
 namespace {
+
+// cuBLAS's strided-batched product from the libcublas LibTorch loaded (libtorch_cuda needs it;
+// the executor's handle comes from ATen), looked up rather than linked: a second link of
+// libcublas, the toolkit's or the wheel's, would tie the runtime search path of every pnp
+// program to one of two directories that both hold libcudart and libcublas, and could pair one
+// copy's libcublas with the other's libcublasLt. Null if absent.
+using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                const void*, const void*, cudaDataType, int, long long, const void*,
+                                                cudaDataType, int, long long, const void*, void*, cudaDataType, int,
+                                                long long, int, cublasComputeType_t, cublasGemmAlgo_t);
+static_assert(sizeof(static_cast<GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)) > 0,  // (unevaluated: no link)
+              "the header's declaration has this type");
+GemmStridedBatchedEx gemm_fn() {
+  static const auto fn = reinterpret_cast<GemmStridedBatchedEx>(dlsym(RTLD_DEFAULT, "cublasGemmStridedBatchedEx"));
+  return fn;
+}
 
 // x [N, C_in, H, W] and y's shape, dtype and layout (the weight's shape checked by the callers)
 bool fits(const at::Tensor& x, int64_t c_out, const at::Tensor& y) {
@@ -25,7 +43,8 @@ bool fits(const at::Tensor& x, int64_t c_out, const at::Tensor& y) {
   if (y.sizes().vec() != std::vector<int64_t>{n, c_out, 2 * h, 2 * w} || n * h > INT_MAX || w > INT_MAX) return false;
   // 16-byte matrices: C_in and 2 C_out whole 16-byte runs, so every row and parity offset is
   const int64_t v = 16 / x.element_size();
-  return ci % v == 0 && (2 * c_out) % v == 0 && 4 * c_out <= INT_MAX && ci <= INT_MAX && aligned16(x) && aligned16(y);
+  return ci % v == 0 && (2 * c_out) % v == 0 && 4 * c_out <= INT_MAX && ci <= INT_MAX && aligned16(x) && aligned16(y) &&
+         gemm_fn() != nullptr;
 }
 
 const char* status_name(cublasStatus_t s) {
@@ -73,12 +92,13 @@ void stride2_transposed(const at::Tensor& x, const at::Tensor& wt, at::Tensor& y
   const float one = 1.f, zero = 0.f;
   const int64_t es = x.element_size();
   cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();  // on the current stream, with ATen's workspace
+  const GemmStridedBatchedEx gemm = gemm_fn();
   for (int64_t a = 0; a < 2; ++a) {
     // column-major: y's rows of parity a (2 C_out x W, ld 2 C_out) = W_a (2 C_out x C_in, ld 4 C_out)
     // times the input row (C_in x W, ld C_in), for each of the N H image rows
     const auto* wa = static_cast<const char*>(wt.data_ptr()) + a * 2 * co * es;
     auto* ya = static_cast<char*>(y.data_ptr()) + a * 2 * w * co * es;
-    const cublasStatus_t st = cublasGemmStridedBatchedEx(
+    const cublasStatus_t st = gemm(
         handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(2 * co), static_cast<int>(w), static_cast<int>(ci), &one, wa,
         type, static_cast<int>(4 * co), 0, x.data_ptr(), type, static_cast<int>(ci), w * ci, &zero, ya, type,
         static_cast<int>(2 * co), 4 * w * co, static_cast<int>(n * h), compute, CUBLAS_GEMM_DEFAULT);
