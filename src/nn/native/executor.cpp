@@ -12,6 +12,7 @@
 #include "upsample_conv.hpp"
 #ifdef PNP_HAVE_CUDA
 #include "narrow_conv.hpp"
+#include "capture.hpp"
 #include "nhwc_ops.hpp"
 #include "transposed_gemm.hpp"
 #ifdef PNP_HAVE_WGMMA_CONV
@@ -249,7 +250,7 @@ class NativeImpl final : public NativeExecutor {
         // cuBLAS products into its output (transposed_gemm.hpp); transposed() checks the tensors
         if (!s.from_upsample && !B.defined() && s.z < 0 && !s.relu && s.cat_other < 0 && nhwc_ops() && W.dim() == 4 &&
             W.size(2) == 2 && W.size(3) == 2)
-          stride2_.emplace(k, native::stride2_transposed_weight(W).to(device_, dtype_).contiguous());
+          stride2_.emplace(k, native::stride2_transposed_weight(W.to(device_, dtype_)).contiguous());
       } else if (s.kind == StepKind::batch_norm) {
         t.w = to_dev(param(s.bn_keys.weight), false);
         t.b = to_dev(param(s.bn_keys.bias), false);
@@ -1122,13 +1123,7 @@ class NativeImpl final : public NativeExecutor {
       try {
         static_out_ = run();
       } catch (...) {
-        cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-        if (cudaStreamIsCapturing(side.stream(), &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
-          cudaGraph_t dead = nullptr;
-          cudaStreamEndCapture(side.stream(), &dead);
-          if (dead) cudaGraphDestroy(dead);
-        }
-        (void)cudaGetLastError();
+        native::abandon_capture(side);
         throw;
       }
       graph_->capture_end();

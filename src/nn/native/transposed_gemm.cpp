@@ -7,6 +7,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <cublas_v2.h>
 
 #include <dlfcn.h>
@@ -75,6 +76,10 @@ bool stride2_transposed_applies(const at::Tensor& x, const at::Tensor& w, const 
 at::Tensor stride2_transposed_weight(const at::Tensor& w) {
   if (w.dim() != 4 || w.size(2) != 2 || w.size(3) != 2)
     throw Error("stride2_transposed_weight: a [C_in, C_out, 2, 2] weight expected");
+  if (w.is_cuda()) {
+    const c10::cuda::CUDAGuard guard(w.device());
+    (void)at::cuda::getCurrentCUDABlasHandle();
+  }
   return w.permute({0, 2, 3, 1}).contiguous();
 }
 

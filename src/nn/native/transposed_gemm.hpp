@@ -33,7 +33,10 @@ bool stride2_transposed_applies(const at::Tensor& x, const at::Tensor& w, const 
                                 int64_t groups, const at::Tensor& y);
 
 // w [C_in, C_out, 2, 2] -> [C_in, 2, 2, C_out] contiguous (W_a of parity a is its [:, a] slice,
-// rows 4 C_out apart), in w's dtype and on w's device.
+// rows 4 C_out apart), in w's dtype and on w's device. On a CUDA device it also makes the calling
+// thread's cuBLAS handle there: cublasCreate allocates, which a CUDA graph capture forbids, and
+// the executor's capture from the plan cache runs nothing before it (2026-12-03f, call 1: that
+// capture failed and fell back to a cold compile).
 at::Tensor stride2_transposed_weight(const at::Tensor& w);
 
 // y = conv_transpose2d(x, w, stride 2), wt = stride2_transposed_weight(w), y written in place on
