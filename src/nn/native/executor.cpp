@@ -29,8 +29,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
+#include <array>
 #include <chrono>
+#include <future>
+#include <map>
 #include <optional>
 
 #ifdef PNP_HAVE_CUDA
@@ -249,8 +251,10 @@ class NativeImpl final : public NativeExecutor {
         // a 2×2, stride-2 transposed convolution alone (no bias, epilogue or concat) as two
         // cuBLAS products into its output (transposed_gemm.hpp); transposed() checks the tensors
         if (!s.from_upsample && !B.defined() && s.z < 0 && !s.relu && s.cat_other < 0 && nhwc_ops() && W.dim() == 4 &&
-            W.size(2) == 2 && W.size(3) == 2)
+            W.size(2) == 2 && W.size(3) == 2) {
           stride2_.emplace(k, native::stride2_transposed_weight(W.to(device_, dtype_)).contiguous());
+          stride2_shapes_.push_back({W.size(0), W.size(1), s.shape[3] / 2});
+        }
       } else if (s.kind == StepKind::batch_norm) {
         t.w = to_dev(param(s.bn_keys.weight), false);
         t.b = to_dev(param(s.bn_keys.bias), false);
@@ -258,6 +262,12 @@ class NativeImpl final : public NativeExecutor {
         t.var = to_dev(param(s.bn_keys.var), false);
       }
     }
+#ifdef PNP_HAVE_CUDA
+    if (!stride2_shapes_.empty())
+      stride2_warm_ = std::async(std::launch::async, [shapes = stride2_shapes_, dt = dtype_, dev = device_] {
+        for (const auto& [ci, co, w] : shapes) native::stride2_transposed_warm(ci, co, w, dt, dev);
+      });
+#endif
   }
 
   void allocate() {
@@ -1114,6 +1124,7 @@ class NativeImpl final : public NativeExecutor {
 #ifdef PNP_HAVE_CUDA
   // The forward captured as one CUDA graph; false (why in `failed`) when the capture failed.
   bool capture(std::string* failed) {
+    if (stride2_warm_.valid()) stride2_warm_.get();  // (no other thread's CUDA calls in a capture)
     sync();
     auto side = c10::cuda::getStreamFromPool(false, device_.index());
     graph_ = std::make_unique<at::cuda::CUDAGraph>();
@@ -1153,6 +1164,8 @@ class NativeImpl final : public NativeExecutor {
   std::vector<Bound> bound_;  // one per plan step
   std::map<size_t, Bound> phase_;  // by step: a folded upsample's phase convolution (transposed())
   std::map<size_t, at::Tensor> stride2_;  // by step: a 2×2, stride-2 transposed convolution's weight for its products
+  std::vector<std::array<int64_t, 3>> stride2_shapes_;  // their C_in, C_out and input width
+  std::future<void> stride2_warm_;  // cuBLAS's first-use work for them, beside the compile (joined by capture())
   bool phase_used_ = false, pool_used_ = false, stride2_used_ = false;  // pnp's NHWC paths ran in the warm-up (or the capture)
   std::vector<at::Tensor> slots_, vals_;
   at::Tensor static_in_, static_out_;

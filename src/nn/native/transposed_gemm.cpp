@@ -83,6 +83,22 @@ at::Tensor stride2_transposed_weight(const at::Tensor& w) {
   return w.permute({0, 2, 3, 1}).contiguous();
 }
 
+void stride2_transposed_warm(int64_t c_in, int64_t c_out, int64_t w, at::ScalarType dtype, at::Device device) {
+  try {
+    const c10::cuda::CUDAGuard guard(device);
+    const c10::cuda::CUDAStream stream = c10::cuda::getStreamFromPool(false, device.index());
+    const c10::cuda::CUDAStreamGuard on(stream);
+    const auto o = at::TensorOptions().dtype(dtype).device(device);
+    const at::Tensor x = at::zeros({1, c_in, 1, w}, o).contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor wt = at::zeros({c_in, 2, 2, c_out}, o);
+    at::Tensor y = at::empty({1, c_out, 2, 2 * w}, o).contiguous(at::MemoryFormat::ChannelsLast);
+    stride2_transposed(x, wt, y);
+    stream.synchronize();
+  } catch (...) {
+    (void)cudaGetLastError();
+  }
+}
+
 void stride2_transposed(const at::Tensor& x, const at::Tensor& wt, at::Tensor& y) {
   if (wt.dim() != 4 || wt.size(0) != x.size(1) || wt.size(1) != 2 || wt.size(2) != 2 || !wt.is_contiguous() ||
       wt.scalar_type() != x.scalar_type() || !wt.is_cuda() || !aligned16(wt) || !fits(x, wt.size(3), y))

@@ -39,6 +39,14 @@ bool stride2_transposed_applies(const at::Tensor& x, const at::Tensor& w, const 
 // capture failed and fell back to a cold compile).
 at::Tensor stride2_transposed_weight(const at::Tensor& w);
 
+// cuBLAS's first-use work for these products done ahead: each parity's product run once for one
+// image row (batch 1: m, n and k as the real ones) on scratch tensors, on a stream and cuBLAS
+// handle of the calling thread's own, synchronised. The executor runs it on a thread of its own
+// beside the plan cache's loading, and joins it before a capture: in call 2 of 2026-12-03f the
+// capture from the plan cache took 0.181 s with the products' first calls in it, 0.075 s before
+// them (2026-12-03e). Errors are swallowed: the products' own calls report them.
+void stride2_transposed_warm(int64_t c_in, int64_t c_out, int64_t w, at::ScalarType dtype, at::Device device);
+
 // y = conv_transpose2d(x, w, stride 2), wt = stride2_transposed_weight(w), y written in place on
 // the current stream. Throws pnp::Error where stride2_transposed_applies is false for (x, the
 // weight wt came from, y) or cuBLAS fails.
