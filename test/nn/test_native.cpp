@@ -79,15 +79,16 @@ struct Case {
 std::vector<Case> cases() {
   // DnCNN depth 4: three conv+bias+relu, out_conv + residual -> conv+bias+add.
   // DRUNet nb = 1: 7 ResBlocks, each conv+relu (res.0) and conv+add (res.2 + x); no ReLU after
-  //   any add, so never conv+add+relu; the skip adds read multi-use convs (no fusion).
+  //   any add, so never conv+add+relu; the skip adds read multi-use convs (no fusion into them);
+  //   the last (x + x1) folds into the tail conv, its only reader (add+conv).
   // UNet 2 scales: 3 blocks x 2 convs = 6 conv+bn+relu, the up conv with the ×2 upsample
   //   before it as one transposed conv and the concat after it (upsample+conv+bn+relu+concat),
   //   Conv_1x1 + residual.
   return {
       {"dncnn", 2, 3, {6}, 4, {2, 3, 13, 10}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
       {"dncnn", 3, 1, {4}, 4, {1, 1, 7, 6, 5}, {{"conv+bias+relu", 3}, {"conv+bias+add", 1}}},
-      {"drunet", 2, 3, {2, 3, 4, 5}, 1, {1, 3, 13, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
-      {"drunet", 3, 1, {2, 3, 3, 4}, 1, {1, 1, 9, 8, 10}, {{"conv+relu", 7}, {"conv+add", 7}}},
+      {"drunet", 2, 3, {2, 3, 4, 5}, 1, {1, 3, 13, 10}, {{"conv+relu", 7}, {"conv+add", 7}, {"add+conv", 1}}},
+      {"drunet", 3, 1, {2, 3, 3, 4}, 1, {1, 1, 9, 8, 10}, {{"conv+relu", 7}, {"conv+add", 7}, {"add+conv", 1}}},
       {"unet", 2, 3, {3, 4}, -1, {2, 3, 7, 9}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu+concat", 1}, {"conv+bias+add", 1}}},
       {"unet", 3, 1, {2, 3}, -1, {1, 1, 5, 6, 4}, {{"conv+bn+relu", 6}, {"upsample+conv+bn+relu+concat", 1}, {"conv+bias+add", 1}}},
   };
@@ -771,9 +772,22 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
         CHECK_FALSE(at::isnan(y).any().item<bool>());
         // float32: FMA sums of 576 products; bf16: the output's rounding (2^-9)
         CHECK(rel_err(y, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
-        if (k.co == 1)  // narrow_conv runs it too
+        if (k.co == 1) {  // narrow_conv runs it too
           CHECK(rel_err(native::narrow_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}), cc.ref) <
                 (dtype == at::kFloat ? 1e-5 : 5e-3));
+          // ... and with a second input summed as it is loaded (a folded add, PlanStep::x2),
+          // against the float64 convolution of the sum
+          const at::Tensor x2 = rnd({n, 64, k.h, k.w}, ++seed).to(dtype).to(dev).contiguous(cl);
+          REQUIRE(native::narrow_conv_applies(cc.x, cc.w, {1, 1}, {1, 1}, 1, cc.residual(), &x2));
+          auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
+          at::Tensor ref2 = at::conv2d(d(cc.x) + d(x2), d(cc.w), variant > 0 ? d(cc.b) : at::Tensor(), 1, 1);
+          if (variant == 2) ref2 = ref2 + d(cc.z);
+          if (cc.relu) ref2 = at::relu(ref2);
+          const at::Tensor y2 = native::narrow_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}, &x2);
+          CHECK_FALSE(at::isnan(y2).any().item<bool>());
+          CHECK(rel_err(y2, ref2) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+          CHECK(rel_err(y2, cc.ref) > 1e-2);  // (x2 counted: not the convolution of x alone)
+        }
       }
   {
     auto f = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
@@ -782,6 +796,18 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
     CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({5, 64, 3, 3}, 13)), {1, 1}, {1, 1}, 1));  // 5 outputs
     CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({3, 64, 3, 3}, 14)), {1, 1}, {0, 0}, 1));  // padding 0
     CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({3, 64, 1, 1}, 15)), {1, 1}, {0, 0}, 1));  // 1x1
+    // a second input: of x's shape, dtype and layout, and only where the kernel down rows runs
+    const at::Tensor w1 = f(rnd({1, 64, 3, 3}, 16)), x2 = f(rnd({1, 64, 8, 8}, 17));
+    CHECK(native::narrow_conv_applies(x64, w1, {1, 1}, {1, 1}, 1, nullptr, &x2));
+    const at::Tensor x2_nchw = x2.contiguous();
+    CHECK_FALSE(native::narrow_conv_applies(x64, w1, {1, 1}, {1, 1}, 1, nullptr, &x2_nchw));
+    const at::Tensor x2_small = f(rnd({1, 64, 8, 7}, 18)), x2_bf16 = x2.to(at::kBFloat16);
+    CHECK_FALSE(native::narrow_conv_applies(x64, w1, {1, 1}, {1, 1}, 1, nullptr, &x2_small));
+    CHECK_FALSE(native::narrow_conv_applies(x64, w1, {1, 1}, {1, 1}, 1, nullptr, &x2_bf16));
+    const at::Tensor x32 = f(rnd({1, 32, 8, 8}, 19)), w32 = f(rnd({1, 32, 3, 3}, 20)), x2_32 = f(rnd({1, 32, 8, 8}, 21));
+    CHECK(native::narrow_conv_applies(x32, w32, {1, 1}, {1, 1}, 1));
+    CHECK_FALSE(native::narrow_conv_applies(x32, w32, {1, 1}, {1, 1}, 1, nullptr, &x2_32));  // 32 inputs: another kernel
+    CHECK_THROWS_AS(native::narrow_conv(x32, w32, nullptr, nullptr, false, {1, 1}, &x2_32), Error);
     CHECK_FALSE(native::few_out_conv_applies(f(rnd({1, 32, 8, 8}, 16)), f(rnd({3, 32, 3, 3}, 17)), {1, 1}, {1, 1}, 1));
     CHECK_FALSE(native::few_out_conv_applies(x64, f(rnd({3, 64, 3, 3}, 18)), {2, 2}, {1, 1}, 1));
   }
@@ -821,6 +847,10 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
                       CHECK(on.find("pnp's head kernel ") != std::string::npos);
                       if (c.arch == "dncnn") CHECK(on.find("pnp's tail kernel ") != std::string::npos);
                       CHECK(cudnn.find("head kernel") == std::string::npos);
+                      // DRUNet's last skip add (x + x1, folded into its 64 -> 1 tail: add+conv)
+                      // summed in the tail kernel's loads; with the option off, added first
+                      if (c.arch == "drunet") CHECK(on.find("summed as pnp's tail kernel loads") != std::string::npos);
+                      CHECK(cudnn.find("summed as pnp's tail kernel") == std::string::npos);
                     });
 }
 #ifdef PNP_HAVE_CUDA

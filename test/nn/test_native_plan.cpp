@@ -275,7 +275,7 @@ TEST_CASE("native plan: DnCNN, DRUNet and UNet get their fusion groups") {
   {
     Graph g = test::make("drunet", 2, 3, 3, {2, 3, 4, 5}, 1);
     Plan p = plan_for(g, {1, 3, 13, 10});
-    CHECK(p.fusions.size() == 14);
+    CHECK(p.fusions.size() == 15);
     CHECK(p.uses_sigma);
     for (std::string b : {"m_down1.0", "m_down2.0", "m_down3.0", "m_body", "m_up3.1", "m_up2.1", "m_up1.1"}) {
       CAPTURE(b);
@@ -287,8 +287,18 @@ TEST_CASE("native plan: DnCNN, DRUNet and UNet get their fusion groups") {
       CHECK((r0.relu && r0.out == g.node(b + ".res.1").id));
       CHECK((r2.z == g.node(b + ".res.0").inputs[0] && !r2.relu && r2.out == g.node(b).id));
     }
-    for (std::string a : {"m_up3.skip", "m_up2.skip", "m_up1.skip", "m_tail.skip"})
-      CHECK(step(g, p, a).kind == StepKind::add);  // skip adds read multi-use values: not fused
+    for (std::string a : {"m_up3.skip", "m_up2.skip", "m_up1.skip"})
+      CHECK(step(g, p, a).kind == StepKind::add);  // read by a transposed conv: not fused
+    // the last skip add (x + x1) folds into the tail, its only reader: the conv reads the sum
+    CHECK(has(p.fusions, "add+conv:m_tail"));
+    const Node& skip = g.node("m_tail.skip");
+    const PlanStep& tail = step(g, p, "m_tail");
+    CHECK(tail.in == skip.inputs);
+    CHECK(tail.x2 == skip.inputs[1]);
+    CHECK(p.step_of[skip.id] == -1);
+    for (const auto& s : p.steps) CHECK(s.head != skip.id);
+    // x1 (the head's output) lives until the tail reads it
+    CHECK(p.last_use[skip.inputs[1]] == p.step_of[tail.out]);
     CHECK(step(g, p, "sigma").alias);
     CHECK(step(g, p, "crop").alias);
     CHECK_FALSE(step(g, p, "pad").alias);  // 13 x 10 is padded to 16 x 16

@@ -56,7 +56,7 @@ namespace pnp::nn {
 
 struct NativeOptions {
   bool channels_last = true;
-  bool fuse = true;        // pattern fusions (BN folding is always done)
+  bool fuse = true;        // pattern fusions (BN folding is always done; src/nn/native/plan.hpp lists them)
   bool autotune = true;    // measured choices in the compile warm-up (CUDA): cuDNN benchmark mode, epilogues
   bool cuda_graph = true;  // capture the whole forward as one CUDA graph (CUDA)
   int warmup_calls = 1;    // compile-time warm-up runs (autotuning, validation) before capture

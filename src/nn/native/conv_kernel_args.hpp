@@ -12,6 +12,7 @@ struct ConvArgs {
   const void* w = nullptr;
   const void* b = nullptr;
   const void* z = nullptr;
+  const void* x2 = nullptr;  // (the kernel down rows only) a second input of x's shape: the conv reads x + x2
   void* y = nullptr;
   int n = 0, h = 0, w_in = 0, ci = 0;  // input [n][h][w_in][ci]
   int co = 0, oh = 0, ow = 0;         // output [n][oh][ow][co]

@@ -248,6 +248,7 @@ class NativeImpl final : public NativeExecutor {
           ph.wgmma = device_.is_cuda() && opt_.wgmma_convs;
           phase_.emplace(k, std::move(ph));
         }
+#ifdef PNP_HAVE_CUDA
         // a 2×2, stride-2 transposed convolution alone (no bias, epilogue or concat) as two
         // cuBLAS products into its output (transposed_gemm.hpp); transposed() checks the tensors
         if (!s.from_upsample && !B.defined() && s.z < 0 && !s.relu && s.cat_other < 0 && nhwc_ops() && W.dim() == 4 &&
@@ -255,6 +256,7 @@ class NativeImpl final : public NativeExecutor {
           stride2_.emplace(k, native::stride2_transposed_weight(W.to(device_, dtype_)).contiguous());
           stride2_shapes_.push_back({W.size(0), W.size(1), s.shape[3] / 2});
         }
+#endif
       } else if (s.kind == StepKind::batch_norm) {
         t.w = to_dev(param(s.bn_keys.weight), false);
         t.b = to_dev(param(s.bn_keys.bias), false);
@@ -312,14 +314,18 @@ class NativeImpl final : public NativeExecutor {
   // ATen's cuDNN benchmark mode in the warm-up (for the convolutions pnp does not choose itself)
   bool aten_benchmark() const { return opt_.autotune && opt_.cudnn_benchmark; }
 
+  // x2: a folded add's other input (PlanStep::x2): the conv of x + x2, the sum made as pnp's tail
+  // kernel loads its input where that kernel runs, else by an add first.
   at::Tensor conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
-                  const std::vector<int64_t>& padding) {
+                  const std::vector<int64_t>& padding, const at::Tensor* x2 = nullptr) {
 #ifdef PNP_HAVE_CUDA
-    if (t.narrow && native::narrow_conv_applies(x, t.w, s.stride, padding, s.groups, z)) {
+    if (t.narrow && native::narrow_conv_applies(x, t.w, s.stride, padding, s.groups, z, x2)) {
       t.narrow_used = true;
-      return native::narrow_conv(x, t.w, t.has_bias ? &t.b : nullptr, z, s.relu, padding);  // (the IR's bias only)
+      add_in_kernel_ = add_in_kernel_ || (x2 && (validating_ || from_cache_capture_));
+      return native::narrow_conv(x, t.w, t.has_bias ? &t.b : nullptr, z, s.relu, padding, x2);  // (the IR's bias only)
     }
 #endif
+    if (x2) return conv(s, t, at::add(x, *x2), z, padding);
 #ifdef PNP_HAVE_WGMMA_CONV
     if (t.wgmma && !t.epilogue && wgmma_applies(s, t, x, z, padding)) {  // (with graphs: timed, epilogue_conv)
       t.wgmma_used = true;
@@ -912,7 +918,7 @@ class NativeImpl final : public NativeExecutor {
           break;
         case StepKind::conv:
           y = s.halo >= 0 ? window_over_halo(s, t, in, s.z >= 0 ? &v[s.z] : nullptr)
-                          : conv(s, t, in, s.z >= 0 ? &v[s.z] : nullptr, s.padding);
+                          : conv(s, t, in, s.z >= 0 ? &v[s.z] : nullptr, s.padding, s.x2 >= 0 ? &v[s.x2] : nullptr);
           break;
         case StepKind::conv_transpose:
           y = transposed(s, t, k, in, y);
@@ -1099,6 +1105,9 @@ class NativeImpl final : public NativeExecutor {
       notes_.push_back("CUDA: the ×2 upsample convolutions as convolutions of their four phases, then pnp's shuffle with "
                        "the bias, ReLU and concat (nhwc_ops.hpp)");
     if (pool_used_) notes_.push_back("CUDA: the 2×2 max pools as pnp's kernel (nhwc_ops.hpp)");
+    if (add_in_kernel_)
+      notes_.push_back("CUDA: the adds folded into their convolution summed as pnp's tail kernel loads its input "
+                       "(narrow_conv.hpp)");
     if (stride2_used_)
       notes_.push_back("CUDA: the 2×2, stride-2 transposed convolutions as two cuBLAS products each, written into their "
                        "output (transposed_gemm.hpp)");
@@ -1166,7 +1175,7 @@ class NativeImpl final : public NativeExecutor {
   std::map<size_t, at::Tensor> stride2_;  // by step: a 2×2, stride-2 transposed convolution's weight for its products
   std::vector<std::array<int64_t, 3>> stride2_shapes_;  // their C_in, C_out and input width
   std::future<void> stride2_warm_;  // cuBLAS's first-use work for them, beside the compile (joined by capture())
-  bool phase_used_ = false, pool_used_ = false, stride2_used_ = false;  // pnp's NHWC paths ran in the warm-up (or the capture)
+  bool phase_used_ = false, pool_used_ = false, stride2_used_ = false, add_in_kernel_ = false;  // pnp's NHWC paths ran in the warm-up (or the capture)
   std::vector<at::Tensor> slots_, vals_;
   at::Tensor static_in_, static_out_;
   at::Tensor ws_;  // the cuDNN graphs' workspace, grown in the warm-up (before any capture)

@@ -10,8 +10,11 @@
 namespace pnp::nn::native {
 
 bool narrow_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
-                         const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z) {
+                         const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z, const at::Tensor* x2) {
   if (!plain_nhwc_conv(x, w, stride, padding, groups, z)) return false;
+  if (x2 && (x2->sizes() != x.sizes() || x2->scalar_type() != x.scalar_type() || !nhwc(*x2) || !aligned16(*x2) ||
+             x2->device() != x.device() || !few_out_conv_applies(x, w, stride, padding, groups, z)))
+    return false;
   const int64_t k = w.size(2);
   if (w.size(3) != k) return false;
   const auto dt = x.scalar_type();
@@ -24,12 +27,13 @@ namespace {
 // The bias checked, the output made (or *out checked), the kernel launched on the current stream.
 at::Tensor launch_checked(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                           const std::vector<int64_t>& padding, at::Tensor* out, const char* who,
-                          bool (*launch)(const kernels::NarrowConvArgs&, void*)) {
+                          bool (*launch)(const kernels::NarrowConvArgs&, void*), const at::Tensor* x2 = nullptr) {
   if (b && !bias_for(*b, w))
     throw Error(std::string(who) + ": the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
   at::Tensor y = nhwc_conv_output_or(x, w, padding, out, who);
   kernels::NarrowConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
+  a.x2 = x2 ? x2->data_ptr() : nullptr;
   if (!launch(a, c10::cuda::getCurrentCUDAStream().stream())) throw Error(std::string(who) + ": the kernel launch failed");
   return y;
 }
@@ -37,9 +41,9 @@ at::Tensor launch_checked(const at::Tensor& x, const at::Tensor& w, const at::Te
 }  // namespace
 
 at::Tensor narrow_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                       const std::vector<int64_t>& padding) {
-  if (!narrow_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("narrow_conv: no kernel for this convolution");
-  return launch_checked(x, w, b, z, relu, padding, nullptr, "narrow_conv", kernels::launch_narrow_conv);
+                       const std::vector<int64_t>& padding, const at::Tensor* x2) {
+  if (!narrow_conv_applies(x, w, {1, 1}, padding, 1, z, x2)) throw Error("narrow_conv: no kernel for this convolution");
+  return launch_checked(x, w, b, z, relu, padding, nullptr, "narrow_conv", kernels::launch_narrow_conv, x2);
 }
 
 bool few_out_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,

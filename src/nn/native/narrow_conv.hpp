@@ -31,14 +31,18 @@ namespace pnp::nn::native {
 // kernel 1x1 or 3x3, stride 1, groups 1, padding below the kernel, C_out = 1 and C_in a multiple
 // of 4 in float32 (8 in bf16), the weights in 48 KiB as float32.
 // z (may be null): the residual, channels-last, aligned, of x's dtype and the output's shape.
+// x2 (may be null): a second input the convolution reads summed with x (a folded add, plan.hpp:
+// PlanStep::x2), of x's shape, dtype and layout, aligned; only where the kernel down rows runs
+// (few_out_conv_applies), which sums the two in float32 as it loads them.
 bool narrow_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
-                         const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z = nullptr);
+                         const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z = nullptr,
+                         const at::Tensor* x2 = nullptr);
 
-// y = conv(x, w) (+ b) (+ z) (then ReLU) into a new channels-last tensor, on the current CUDA
-// stream; b and z may be null. Throws pnp::Error where narrow_conv_applies is false, or b is not
-// a contiguous, aligned [C_out] of x's dtype.
+// y = conv(x (+ x2), w) (+ b) (+ z) (then ReLU) into a new channels-last tensor, on the current
+// CUDA stream; b, z and x2 may be null. Throws pnp::Error where narrow_conv_applies is false, or
+// b is not a contiguous, aligned [C_out] of x's dtype.
 at::Tensor narrow_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                       const std::vector<int64_t>& padding);
+                       const std::vector<int64_t>& padding, const at::Tensor* x2 = nullptr);
 
 // Whether few_out_conv takes this convolution: as narrow_conv_applies, but C_in 64, C_out 1 to 4,
 // a 3x3 kernel with padding 1 (the kernel down rows, narrow_conv_kernels.cu; narrow_conv runs

@@ -183,7 +183,10 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
 // 1.455 ms; DRUNet 1 ch 4096²'s 64 -> 1 tail 1.42 ms (few_out_kernel 3.60 ms). At 3 outputs it
 // takes 255 registers (8 warps a multiprocessor) and is latency-bound (1.59 TB/s). The window
 // rows through a cp.async ring in shared memory, three rows ahead, were correct and slower
-// there (0.81 ms, 2026-12-03b call 3), and were not kept.
+// there (0.81 ms, 2026-12-03b call 3), and were not kept. With a second input (ConvArgs::x2: an
+// add folded into the convolution, DRUNet's x + x1 before its tail) each window pixel is the
+// float32 sum of the two, loaded side by side: the add's pass over both and its write are gone,
+// for one more read of x2 here.
 constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32;
 
 template <typename T, int CO, int P>
@@ -197,6 +200,7 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
   const int oh0 = band * kTailBand, oh1 = min(oh0 + kTailBand, a.oh), ow0 = tile * G * P + gq * P;
   const int rows_in = oh1 - oh0 + 2;  // input rows oh0 - 1 .. oh1
   const T* __restrict__ x = static_cast<const T*>(a.x);
+  const T* __restrict__ x2 = static_cast<const T*>(a.x2);  // (may be null) summed with x as loaded
   const T* __restrict__ wp = static_cast<const T*>(a.w);  // [CO][3][3][64]
   float4 w[3][3][CO];
 #pragma unroll
@@ -208,11 +212,16 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
   // input row ih's window for this lane (zeros outside the image: the padding)
   auto load_row = [&](int ih, float4 (&v)[W]) {
     const bool row_ok = ih >= 0 && ih < a.h;
-    const T* base = x + (static_cast<int64_t>(n) * a.h + (row_ok ? ih : 0)) * a.w_in * 64 + 4 * lane;
+    const int64_t row = (static_cast<int64_t>(n) * a.h + (row_ok ? ih : 0)) * a.w_in * 64 + 4 * lane;
 #pragma unroll
     for (int j = 0; j < W; ++j) {
       const int iw = ow0 - 1 + j;
-      v[j] = row_ok && iw >= 0 && iw < a.w_in ? load4(base + static_cast<int64_t>(iw) * 64) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const bool ok = row_ok && iw >= 0 && iw < a.w_in;
+      v[j] = ok ? load4(x + row + static_cast<int64_t>(iw) * 64) : make_float4(0.f, 0.f, 0.f, 0.f);
+      if (x2 && ok) {
+        const float4 u = load4(x2 + row + static_cast<int64_t>(iw) * 64);
+        v[j].x += u.x, v[j].y += u.y, v[j].z += u.z, v[j].w += u.w;
+      }
     }
   };
   float acc[3][P][CO];
@@ -508,13 +517,14 @@ bool few_in_conv_supported(int ci, int co, int kh, int kw) {
 }
 
 bool launch_few_in_conv(const NarrowConvArgs& a, void* stream) {
-  if (!few_in_conv_supported(a.ci, a.co, a.kh, a.kw)) return false;
+  if (!few_in_conv_supported(a.ci, a.co, a.kh, a.kw) || a.x2) return false;
   return a.bf16 ? dispatch_few_in<__nv_bfloat16>(a, stream) : dispatch_few_in<float>(a, stream);
 }
 
 bool launch_narrow_conv(const NarrowConvArgs& a, void* stream) {
   if (a.kh != a.kw || !narrow_conv_supported(a.ci, a.co, a.kh, a.bf16)) return false;
   if (few_out_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w)) return launch_few_out_rows(a, stream);
+  if (a.x2) return false;  // (only the kernel down rows sums a second input)
   return a.bf16 ? dispatch<__nv_bfloat16>(a, stream) : dispatch<float>(a, stream);
 }
 

@@ -95,6 +95,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
   };
   std::vector<int> absorbed(n, 0), deferred(n, 0);
   p.step_of.assign(n, -1);
+  std::vector<int> add_of(n, -1);  // conv -> the add of two values it reads (PlanStep::x2)
   std::vector<int> upsample_of(n, -1);  // conv -> the upsample it absorbs
   if (opt.fuse && opt.upsample_conv)
     for (const auto& nd : g.nodes)
@@ -105,6 +106,14 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         }
   for (const auto& nd : g.nodes) {
     if (nd.id == 0 || absorbed[nd.id]) continue;
+    // an add no conv took as its epilogue (that conv came before it, and absorbed it then),
+    // read only by a conv: into that conv, which reads the sum
+    if (opt.fuse && nd.op == OpKind::add && nd.inputs.size() == 2 && nd.inputs[0] != nd.inputs[1])
+      if (int c = single(nd.id, OpKind::conv); c >= 0 && g.nodes[c].inputs.size() == 1) {
+        add_of[c] = nd.id;
+        absorbed[nd.id] = 1;
+        continue;
+      }
     PlanStep s;
     s.head = s.out = nd.id;
     s.name = nd.name;
@@ -121,7 +130,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         s.kind = StepKind::conv;
         s.weight_key = key_of(nd, "weight");
         s.bias_key = key_of(nd, "bias");
-        std::string pattern = "conv";
+        std::string pattern = add_of[nd.id] >= 0 ? "add+conv" : "conv";
         if (!s.bias_key.empty()) pattern += "+bias";
         int tail = nd.id;
         std::vector<int> group{nd.id};
@@ -129,7 +138,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
           s.bn = bn;
           s.bn_keys = bn_keys_of(g.nodes[bn]);
           group.push_back(tail = bn);
-          pattern = "conv+bn";
+          pattern = add_of[nd.id] >= 0 ? "add+conv+bn" : "conv+bn";
         }
         if (opt.fuse) {
           if (int r = single(tail, OpKind::relu); r >= 0) {
@@ -175,7 +184,7 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
           s.output_padding.assign(a.stride.size(), 0);
           pattern = "upsample+" + pattern;
         }
-        if (group.size() > 1 || s.from_upsample) p.fusions.push_back(pattern + ":" + nd.name);
+        if (group.size() > 1 || s.from_upsample || add_of[nd.id] >= 0) p.fusions.push_back(pattern + ":" + nd.name);
         break;
       }
       case OpKind::conv_transpose:
@@ -234,8 +243,11 @@ void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes,
         }
         break;
     }
-    // Inputs: for a fused group, the head's inputs plus the residual (a folded upsample's input).
-    s.in = s.from_upsample ? g.nodes[static_cast<size_t>(nd.inputs[0])].inputs : nd.inputs;
+    // Inputs: for a fused group, the head's inputs plus the residual (a folded upsample's input;
+    // a folded add's two inputs).
+    s.in = s.from_upsample || (nd.op == OpKind::conv && add_of[nd.id] >= 0) ? g.nodes[static_cast<size_t>(nd.inputs[0])].inputs
+                                                                            : nd.inputs;
+    if (nd.op == OpKind::conv && add_of[nd.id] >= 0) s.x2 = s.in[1];
     if (s.z >= 0) s.in.push_back(s.z);
     if (s.cat_other >= 0) s.in.push_back(s.cat_other);
     s.shape = s.deferred ? shapes[nd.inputs[0]] : shapes[s.out];

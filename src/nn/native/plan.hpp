@@ -12,6 +12,10 @@
 //    from the conv's (PlanStep::from_upsample; upsample_conv.hpp). Pattern "upsample+conv...";
 //    With that fold, a concat that is the upsample conv's only reader folds in too
 //    (PlanStep::cat_other);
+//  - with fuse on, an add of two values whose only reader is a conv (the conv's input, not via
+//    a halo) folds into that conv: the conv reads the sum (PlanStep::x2). Pattern "add+conv...".
+//    DRUNet's last skip add (x + x1 before its tail) is one; on CUDA pnp's tail kernel adds the
+//    two as it loads them (narrow_conv.hpp), elsewhere the executor adds them first;
 //  - the step list (one per group or unfused node) with the param keys each step needs;
 //  - liveness: the step of each value's last reader, and what each step releases after it;
 //  - in-place reuse: a ReLU or add may overwrite an input (relu_, add_) only when that value
@@ -73,6 +77,8 @@ struct PlanStep {
   // the conv's output and the other part into the concat in one pass (nhwc_ops.hpp).
   int cat_other = -1;
   bool cat_first = true;
+  // conv: an add folded in before it (in = the add's two inputs): the conv reads in[0] + x2
+  int x2 = -1;
   std::vector<double> scales;  // upsample
   std::vector<int64_t> pads;   // pad: replication pad, last axis first, (0, p) pairs
   // memory
