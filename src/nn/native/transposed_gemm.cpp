@@ -48,16 +48,11 @@ bool fits(const at::Tensor& x, int64_t c_out, const at::Tensor& y) {
          gemm_fn() != nullptr;
 }
 
-const char* status_name(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialised";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
-    default: return "error";
-  }
+// cuBLAS's own name for a status (cublasGetStatusString, looked up like the product)
+std::string status_name(cublasStatus_t s) {
+  using Name = const char* (*)(cublasStatus_t);
+  static const auto fn = reinterpret_cast<Name>(dlsym(RTLD_DEFAULT, "cublasGetStatusString"));
+  return fn ? fn(s) : "status " + std::to_string(static_cast<int>(s));
 }
 
 }  // namespace
