@@ -216,6 +216,38 @@ TEST_CASE("native plan: conv fusion groups and the keys they record (hand-built 
   check_plan(g, {1, 2, 8, 8}, false);
 }
 
+TEST_CASE("native plan: an add read only by a conv folds into it (add+conv), unless a conv took it first") {
+  // r1 = relu(conv(x)), r2 = relu(conv(x)); s = r1 + r2 read only by c3 (bias, BN, ReLU): the
+  // conv reads the sum. t = c3's value + r1 is read by c4 and c5: not folded. u = conv(t) + t is
+  // c4's epilogue (conv+add), so c6, u's only reader, does not take it.
+  Graph g = small();
+  const int r1 = op(g, "r1", OpKind::relu, {conv(g, "c1", 0)});
+  const int r2 = op(g, "r2", OpKind::relu, {conv(g, "c2", 0)});
+  const int s = op(g, "s", OpKind::add, {r1, r2});
+  const int h = op(g, "r3", OpKind::relu, {bn(g, "b3", conv(g, "c3", s, true))});
+  const int t = op(g, "t", OpKind::add, {h, r1});
+  const int u = op(g, "u", OpKind::add, {conv(g, "c4", t), t});
+  op(g, "y", OpKind::add, {conv(g, "c6", u), conv(g, "c5", t)});
+  Plan p = plan_for(g, {1, 2, 8, 8});
+  CHECK(has(p.fusions, "add+conv+bn+relu:c3"));  // (the pattern names the BN, its bias folded in)
+  const PlanStep& c3 = step(g, p, "c3");
+  CHECK(c3.in == std::vector<int>{r1, r2});
+  CHECK(c3.x2 == r2);
+  CHECK(p.step_of[s] == -1);
+  CHECK(step(g, p, "t").kind == StepKind::add);  // two readers
+  CHECK(has(p.fusions, "conv+add:c4"));
+  CHECK(step(g, p, "c4").out == u);
+  CHECK(step(g, p, "c6").x2 == -1);  // u is a conv's epilogue, not an add step
+  CHECK(step(g, p, "c5").x2 == -1);
+  CHECK(p.last_use[r1] == p.step_of[t]);  // r1 read by c3 (through the sum) and by t
+  check_plan(g, {1, 2, 8, 8});
+  // fuse off: the add is a step of its own
+  Plan q = plan_for(g, {1, 2, 8, 8}, false);
+  CHECK(step(g, q, "s").kind == StepKind::add);
+  CHECK(step(g, q, "c3").x2 == -1);
+  check_plan(g, {1, 2, 8, 8}, false);
+}
+
 TEST_CASE("native plan: a ×2 upsample folds only into a lone 3×3, stride-1, padding-1 conv reader") {
   Graph g = small();
   Attrs up;
