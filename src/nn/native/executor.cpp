@@ -254,7 +254,6 @@ class NativeImpl final : public NativeExecutor {
         if (!s.from_upsample && !B.defined() && s.z < 0 && !s.relu && s.cat_other < 0 && nhwc_ops() && W.dim() == 4 &&
             W.size(2) == 2 && W.size(3) == 2) {
           stride2_.emplace(k, native::stride2_transposed_weight(W.to(device_, dtype_)).contiguous());
-          stride2_shapes_.push_back({W.size(0), W.size(1), s.shape[3] / 2});
         }
 #endif
       } else if (s.kind == StepKind::batch_norm) {
@@ -265,8 +264,10 @@ class NativeImpl final : public NativeExecutor {
       }
     }
 #ifdef PNP_HAVE_CUDA
-    if (!stride2_shapes_.empty())
-      stride2_warm_ = std::async(std::launch::async, [shapes = stride2_shapes_, dt = dtype_, dev = device_] {
+    std::vector<std::array<int64_t, 3>> shapes;  // each product's C_in, C_out (its weight's) and input width
+    for (const auto& [k, wt] : stride2_) shapes.push_back({wt.size(0), wt.size(3), plan_.steps[k].shape[3] / 2});
+    if (!shapes.empty())
+      stride2_warm_ = std::async(std::launch::async, [shapes = std::move(shapes), dt = dtype_, dev = device_] {
         for (const auto& [ci, co, w] : shapes) native::stride2_transposed_warm(ci, co, w, dt, dev);
       });
 #endif
@@ -1173,7 +1174,6 @@ class NativeImpl final : public NativeExecutor {
   std::vector<Bound> bound_;  // one per plan step
   std::map<size_t, Bound> phase_;  // by step: a folded upsample's phase convolution (transposed())
   std::map<size_t, at::Tensor> stride2_;  // by step: a 2×2, stride-2 transposed convolution's weight for its products
-  std::vector<std::array<int64_t, 3>> stride2_shapes_;  // their C_in, C_out and input width
   std::future<void> stride2_warm_;  // cuBLAS's first-use work for them, beside the compile (joined by capture())
   bool phase_used_ = false, pool_used_ = false, stride2_used_ = false, add_in_kernel_ = false;  // pnp's NHWC paths ran in the warm-up (or the capture)
   std::vector<at::Tensor> slots_, vals_;
