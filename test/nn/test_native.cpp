@@ -19,9 +19,13 @@
 #include "native/upsample_conv.hpp"
 #ifdef PNP_HAVE_CUDA
 #include "native/narrow_conv.hpp"
+#include "native/narrow_conv_kernels.hpp"
 #include "native/nhwc_ops.hpp"
 #include "native/capture.hpp"
 #include "native/transposed_gemm.hpp"
+#ifdef PNP_HAVE_CUDNN_FE
+#include "native/cudnn_epilogue.hpp"
+#endif
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
@@ -746,7 +750,35 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
         // and a new output tensor
         CHECK(rel_err(native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}), cc.ref) <
               (dtype == at::kFloat ? 1e-5 : 5e-3));
+        // the longer bands of rows a block (the kernel's choice at 4096², few_in_band): these
+        // images end inside a band or are shorter than one
+        for (int band : {16, 32, 5}) {
+          CAPTURE(band);
+          at::Tensor yb = at::full({n, k.co, oh, ow}, std::nan(""), cc.x.options()).contiguous(cl);
+          native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}, &yb, band);
+          CHECK_FALSE(at::isnan(yb).any().item<bool>());
+          CHECK(rel_err(yb, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+        }
       }
+  {  // bands of 40 and 17 rows over 70 (two bands, the second cut short), against float64
+    uint64_t band_seed = 377;
+    const ConvCase cc = conv_case(at::kFloat, 1, 2, 64, 3, 1, 70, 150, 2, band_seed);
+    for (int band : {40, 17, 0}) {
+      CAPTURE(band);
+      at::Tensor yb = at::full({1, 64, 70, 150}, std::nan(""), cc.x.options()).contiguous(cl);
+      native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}, &yb, band);
+      CHECK_FALSE(at::isnan(yb).any().item<bool>());
+      CHECK(rel_err(yb, cc.ref) < 1e-5);
+    }
+    CHECK_THROWS_AS(native::few_in_conv(cc.x, cc.w, nullptr, nullptr, false, {1, 1}, nullptr, -1), Error);
+  }
+  // the band rule: 32 rows where that still leaves 8 waves of 2 blocks a multiprocessor (DRUNet
+  // 1 ch 4096² on 132: 4096 blocks), 16, else 8 (DnCNN 3 ch 2048²: 16 rows would leave 7.8)
+  CHECK(native::kernels::few_in_band(1, 4096, 4096, 64, 132) == 32);
+  CHECK(native::kernels::few_in_band(1, 2048, 2048, 64, 132) == 8);
+  CHECK(native::kernels::few_in_band(2, 2048, 2048, 64, 132) == 16);
+  CHECK(native::kernels::few_in_band(1, 2048, 2048, 128, 132) == 16);
+  CHECK(native::kernels::few_in_band(1, 8, 8, 64, 132) == 8);
   // The tail kernel (few_out_conv: 64 inputs, 1 to 4 outputs, 3x3, padding 1): strips of 8 (1-2
   // outputs) or 4 pixels, 16 of them a block (128 or 64 pixels wide), bands of 32 rows: one row,
   // a band cut by the image's end, three bands; widths cutting a strip and a block
@@ -1041,6 +1073,37 @@ TEST_CASE("native: the 2×2, stride-2 transposed convolution as two cuBLAS produ
                       CHECK(other.find("cuBLAS products") == std::string::npos);
                     });
 }
+
+#ifdef PNP_HAVE_CUDNN_FE
+TEST_CASE("native: a layout's rivals timed interleaved, each round from the next rival (time_on_stream_ms, CUDA)") {
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  // three rivals of different lengths (1, 4 and 16 additions of a 4 Mi-element tensor); the order
+  // they ran in is recorded
+  const at::Tensor a = at::rand({1 << 22}, at::TensorOptions().device(at::kCUDA));
+  std::vector<int> order;
+  std::vector<std::function<void()>> rivals;
+  for (int i = 0; i < 3; ++i)
+    rivals.push_back([&, i] {
+      order.push_back(i);
+      at::Tensor b = a.clone();
+      for (int k = 0; k < (1 << (2 * i)); ++k) b.add_(a);
+    });
+  const std::vector<double> ms = native::time_on_stream_ms(rivals, 3);
+  // one untimed run each, then rounds 0 1 2, 1 2 0, 2 0 1
+  CHECK(order == std::vector<int>{0, 1, 2, 0, 1, 2, 1, 2, 0, 2, 0, 1});
+  REQUIRE(ms.size() == 3);
+  for (double m : ms) CHECK((std::isfinite(m) && m > 0));
+  CHECK(ms[0] < ms[1]);  // each time is its own rival's: more work, longer
+  CHECK(ms[1] < ms[2]);
+  // and one rival alone: its untimed run and the reps
+  order.clear();
+  CHECK(native::time_on_stream_ms(rivals[1], 2) > 0);
+  CHECK(order == std::vector<int>{1, 1, 1});
+}
+#endif
 
 TEST_CASE("native: a CUDA graph capture that failed leaves the device's random numbers usable (abandon_capture)") {
   if (!at::hasCUDA()) {

@@ -18,6 +18,7 @@ struct ConvArgs {
   int co = 0, oh = 0, ow = 0;         // output [n][oh][ow][co]
   int kh = 0, kw = 0, pad_h = 0, pad_w = 0;
   bool relu = false, bf16 = false;
+  int band = 0;  // (the head kernel only) output rows a block; 0: few_in_band's choice
 };
 
 }  // namespace pnp::nn::native::kernels

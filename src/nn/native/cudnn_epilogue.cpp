@@ -297,18 +297,22 @@ std::string epilogue_environment(int device) {
          " cudnn=" + std::to_string(cudnnGetVersion()) + " cudnn_frontend=" + std::to_string(CUDNN_FRONTEND_VERSION);
 }
 
-double time_on_stream_ms(const std::function<void()>& fn, int reps) {
-  fn();
+std::vector<double> time_on_stream_ms(const std::vector<std::function<void()>>& fns, int reps) {
+  for (const auto& fn : fns) fn();
   at::cuda::CUDAEvent start(cudaEventDefault), stop(cudaEventDefault);
-  double best = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < std::max(1, reps); ++r) {
-    start.record();
-    fn();
-    stop.record();
-    stop.synchronize();
-    best = std::min(best, static_cast<double>(start.elapsed_time(stop)));
-  }
+  std::vector<double> best(fns.size(), std::numeric_limits<double>::infinity());
+  for (int r = 0; r < std::max(1, reps); ++r)
+    for (size_t k = 0; k < fns.size(); ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % fns.size();  // each round from the next one
+      start.record();
+      fns[i]();
+      stop.record();
+      stop.synchronize();
+      best[i] = std::min(best[i], static_cast<double>(start.elapsed_time(stop)));
+    }
   return best;
 }
+
+double time_on_stream_ms(const std::function<void()>& fn, int reps) { return time_on_stream_ms(std::vector{fn}, reps)[0]; }
 
 }  // namespace pnp::nn::native

@@ -87,4 +87,10 @@ std::string epilogue_environment(int device);
 // The fastest of `reps` runs of fn on the current CUDA stream, in ms, after one untimed run.
 double time_on_stream_ms(const std::function<void()>& fn, int reps = 3);
 
+// The same for rivals, interleaved: each run once untimed, then `reps` rounds that time each in
+// turn (round r from rival r), so that a drift of the GPU's clocks during the timing (they fall
+// under sustained load after the warm-up's idle gaps while plans build) reaches all of them
+// alike rather than favouring whichever was timed first.
+std::vector<double> time_on_stream_ms(const std::vector<std::function<void()>>& fns, int reps = 3);
+
 }  // namespace pnp::nn::native

@@ -530,8 +530,7 @@ class NativeImpl final : public NativeExecutor {
     } catch (const std::exception& ex) {
       const std::string msg = ex.what();
       e.why = msg.substr(0, msg.find('\n'));
-      time_pnp(e, s, t, x, z, y, padding);
-      remember(cache, layout, e);
+      time_and_remember(layout, e, s, t, x, z, y, padding);
       return e;
     }
     e.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_build).count();
@@ -541,7 +540,7 @@ class NativeImpl final : public NativeExecutor {
       e.graph_ms = e.generic_ms = std::numeric_limits<double>::quiet_NaN();
       return e;
     }
-    time_against_generic(layout, e, s, t, x, z, y, padding);
+    time_and_remember(layout, e, s, t, x, z, y, padding);
     return e;
   }
 
@@ -583,35 +582,27 @@ class NativeImpl final : public NativeExecutor {
       } catch (const std::exception& ex) {
         const std::string msg = ex.what();
         e.why = msg.substr(0, msg.find('\n'));
-        time_pnp(e, s, t, x, z, y, padding);
-        remember(plan_cache(), layout, e);
+        time_and_remember(layout, e, s, t, x, z, y, padding);
         return;
       }
     } else {
       for (const auto& c : built) grow_workspace(*c.conv, x);
       void* ws = ws_.defined() ? ws_.data_ptr() : nullptr;
-      double best = std::numeric_limits<double>::infinity();
-      for (const auto& c : built) {
-        const double ms =
-            native::time_on_stream_ms([&] { c.conv->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws); });
-        if (ms < best) best = ms, e.graph = c.conv;
-      }
+      std::vector<std::function<void()>> runs;
+      for (const auto& c : built)
+        runs.push_back([&] { c.conv->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws); });
+      const std::vector<double> ms = native::time_on_stream_ms(runs);
+      e.graph = built[std::min_element(ms.begin(), ms.end()) - ms.begin()].conv;
     }
     e.engine = e.graph->engine();
     grow_workspace(*e.graph, x);
-    time_against_generic(layout, e, s, t, x, z, y, padding);
+    time_and_remember(layout, e, s, t, x, z, y, padding);
   }
 
-  // The chosen graph against the generic ops (generic_conv: cuDNN's fused ops, or the
-  // convolution then add_), on the layout's tensors (y is written); the choice into the plan cache.
-  void time_against_generic(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x,
-                            const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
-    e.graph_ms = native::time_on_stream_ms([&] {
-      e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
-    });
-    e.generic_ms = native::time_on_stream_ms([&] { generic_conv(s, t, x, z, padding); });
-    e.use = e.graph_ms < e.generic_ms;
-    time_pnp(e, s, t, x, z, y, padding);
+  // The layout's rivals timed (time_rivals), the choice into the plan cache.
+  void time_and_remember(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x,
+                         const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
+    time_rivals(e, s, t, x, z, y, padding);
     remember(plan_cache(), layout, e);
   }
 
@@ -648,15 +639,29 @@ class NativeImpl final : public NativeExecutor {
     throw Error("native executor: no kernel of pnp's for the layout of " + s.name);
   }
 
-  // pnp's kernel timed on the layout's tensors (y is written) against cuDNN's side as decided
-  // (the graph or the generic ops; the generic ops timed here where no graph was built): e.pnp
-  // when it is faster.
-  void time_pnp(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
+  // The rivals for a layout timed on its tensors (y is written), interleaved
+  // (time_on_stream_ms): the graph where one was built against the generic ops (generic_conv:
+  // cuDNN's fused ops, or the convolution then add_; e.use when the graph is faster), and pnp's
+  // kernel where one applies against the faster of those (e.pnp). Without a graph and a kernel of
+  // pnp's nothing is timed: the generic ops run.
+  void time_rivals(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
                 const std::vector<int64_t>& padding) {
     e.pnp_kernel = pnp_kernel(s, t, x, z, padding);
+    if (!e.graph && e.pnp_kernel == PnpKernel::none) return;
+    std::vector<std::function<void()>> runs{[&] { generic_conv(s, t, x, z, padding); }};
+    if (e.graph)
+      runs.push_back([&] {
+        e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
+      });
+    if (e.pnp_kernel != PnpKernel::none) runs.push_back([&] { run_pnp(e.pnp_kernel, s, t, x, z, y, padding); });
+    const std::vector<double> ms = native::time_on_stream_ms(runs);
+    e.generic_ms = ms[0];
+    if (e.graph) {
+      e.graph_ms = ms[1];
+      e.use = e.graph_ms < e.generic_ms;
+    }
     if (e.pnp_kernel == PnpKernel::none) return;
-    if (!e.graph) e.generic_ms = native::time_on_stream_ms([&] { generic_conv(s, t, x, z, padding); });
-    e.pnp_ms = native::time_on_stream_ms([&] { run_pnp(e.pnp_kernel, s, t, x, z, y, padding); });
+    e.pnp_ms = ms.back();
     e.pnp = e.pnp_ms < (e.use ? e.graph_ms : e.generic_ms);
   }
 

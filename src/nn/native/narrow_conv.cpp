@@ -27,13 +27,15 @@ namespace {
 // The bias checked, the output made (or *out checked), the kernel launched on the current stream.
 at::Tensor launch_checked(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                           const std::vector<int64_t>& padding, at::Tensor* out, const char* who,
-                          bool (*launch)(const kernels::NarrowConvArgs&, void*), const at::Tensor* x2 = nullptr) {
+                          bool (*launch)(const kernels::NarrowConvArgs&, void*), const at::Tensor* x2 = nullptr,
+                          int band = 0) {
   if (b && !bias_for(*b, w))
     throw Error(std::string(who) + ": the bias must be a contiguous, aligned [C_out] tensor of the input's dtype");
   at::Tensor y = nhwc_conv_output_or(x, w, padding, out, who);
   kernels::NarrowConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
   a.x2 = x2 ? x2->data_ptr() : nullptr;
+  a.band = band;
   if (!launch(a, c10::cuda::getCurrentCUDAStream().stream())) throw Error(std::string(who) + ": the kernel launch failed");
   return y;
 }
@@ -68,9 +70,10 @@ bool few_in_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::ve
 }
 
 at::Tensor few_in_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                       const std::vector<int64_t>& padding, at::Tensor* out) {
+                       const std::vector<int64_t>& padding, at::Tensor* out, int band) {
   if (!few_in_conv_applies(x, w, {1, 1}, padding, 1, z)) throw Error("few_in_conv: no kernel for this convolution");
-  return launch_checked(x, w, b, z, relu, padding, out, "few_in_conv", kernels::launch_few_in_conv);
+  if (band < 0) throw Error("few_in_conv: the band of output rows a block takes must be positive (0: the kernel's choice)");
+  return launch_checked(x, w, b, z, relu, padding, out, "few_in_conv", kernels::launch_few_in_conv, nullptr, band);
 }
 
 }  // namespace pnp::nn::native

@@ -15,7 +15,7 @@
 // Few input channels (a network's head: an image's 1 to 4 channels, with its noise map, to 64 or
 // more): cuDNN's implicit GEMM pads the channels and reads like a deep layer, where the head is
 // a write (DnCNN 3 ch 2048²'s head 0.58 ms for 1.07 GB, twice its floor). few_in_conv stages the
-// window and the weights in shared memory once per 128 pixels of 8 rows.
+// window and the weights in shared memory once per 128 pixels of a band of 8 to 32 rows.
 //
 // The executor times few_out_conv and few_in_conv per layout against cuDNN's choice, like the
 // Hopper kernels, and keeps the faster.
@@ -63,8 +63,10 @@ bool few_in_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::ve
 // y = conv(x, w) (+ b) (+ z) (then ReLU) on the current CUDA stream, into *out where given (a
 // channels-last, aligned tensor of the output's shape and x's dtype, else pnp::Error) or a new
 // channels-last tensor; returns y. Throws pnp::Error where few_in_conv_applies is false, or b is
-// not a contiguous, aligned [C_out] of x's dtype.
+// not a contiguous, aligned [C_out] of x's dtype, or band is negative. band: the output rows a
+// block of the kernel takes (0: its own choice, narrow_conv_kernels.hpp's few_in_band; other
+// values for the tests).
 at::Tensor few_in_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
-                       const std::vector<int64_t>& padding, at::Tensor* out = nullptr);
+                       const std::vector<int64_t>& padding, at::Tensor* out = nullptr, int band = 0);
 
 }  // namespace pnp::nn::native

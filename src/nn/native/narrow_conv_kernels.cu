@@ -183,13 +183,16 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
 // 1.455 ms; DRUNet 1 ch 4096²'s 64 -> 1 tail 1.42 ms (few_out_kernel 3.60 ms). At 3 outputs it
 // takes 255 registers (8 warps a multiprocessor) and is latency-bound (1.59 TB/s). The window
 // rows through a cp.async ring in shared memory, three rows ahead, were correct and slower
-// there (0.81 ms, 2026-12-03b call 3), and were not kept. With a second input (ConvArgs::x2: an
-// add folded into the convolution, DRUNet's x + x1 before its tail) each window pixel is the
-// float32 sum of the two, loaded side by side: the add's pass over both and its write are gone,
-// for one more read of x2 here.
+// there (0.81 ms, 2026-12-03b call 3), and were not kept. With a second input (X2, ConvArgs::x2:
+// an add folded into the convolution, DRUNet's x + x1 before its tail) each window pixel is the
+// float32 sum of the two: the add's pass over both and its write are gone, for one more read of
+// x2 here. x2's row is loaded into registers of its own beside x's and summed only when the row
+// is taken, so that both rows' loads are in flight together while the row before is computed.
+// (Summed as loaded, into one scratch register set, every load of x2 waited for the one before:
+// 4.29 ms in fp32 at 4096², 2.0 TB/s, against 1.47 ms without x2; 2026-12-04's SASS.)
 constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32;
 
-template <typename T, int CO, int P>
+template <typename T, int CO, int P, bool X2>
 __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowConvArgs a) {
   constexpr int G = kTailThreads / kTailLanes, N = P * CO, W = P + 2;
   __shared__ float red[G][kTailLanes][N + 1];  // (+1: the lanes' rows on distinct banks)
@@ -200,7 +203,7 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
   const int oh0 = band * kTailBand, oh1 = min(oh0 + kTailBand, a.oh), ow0 = tile * G * P + gq * P;
   const int rows_in = oh1 - oh0 + 2;  // input rows oh0 - 1 .. oh1
   const T* __restrict__ x = static_cast<const T*>(a.x);
-  const T* __restrict__ x2 = static_cast<const T*>(a.x2);  // (may be null) summed with x as loaded
+  const T* __restrict__ x2 = static_cast<const T*>(a.x2);  // (X2) summed with x when a row is taken
   const T* __restrict__ wp = static_cast<const T*>(a.w);  // [CO][3][3][64]
   float4 w[3][3][CO];
 #pragma unroll
@@ -209,8 +212,9 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
     for (int kc = 0; kc < 3; ++kc)
 #pragma unroll
       for (int co = 0; co < CO; ++co) w[kr][kc][co] = load4(wp + ((co * 3 + kr) * 3 + kc) * 64 + 4 * lane);
-  // input row ih's window for this lane (zeros outside the image: the padding)
-  auto load_row = [&](int ih, float4 (&v)[W]) {
+  // input row ih's window for this lane (zeros outside the image: the padding), of x into v and
+  // (X2) of x2 into v2
+  auto load_row = [&](int ih, float4 (&v)[W], float4 (&v2)[W]) {
     const bool row_ok = ih >= 0 && ih < a.h;
     const int64_t row = (static_cast<int64_t>(n) * a.h + (row_ok ? ih : 0)) * a.w_in * 64 + 4 * lane;
 #pragma unroll
@@ -218,11 +222,14 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
       const int iw = ow0 - 1 + j;
       const bool ok = row_ok && iw >= 0 && iw < a.w_in;
       v[j] = ok ? load4(x + row + static_cast<int64_t>(iw) * 64) : make_float4(0.f, 0.f, 0.f, 0.f);
-      if (x2 && ok) {
-        const float4 u = load4(x2 + row + static_cast<int64_t>(iw) * 64);
-        v[j].x += u.x, v[j].y += u.y, v[j].z += u.z, v[j].w += u.w;
-      }
+      if constexpr (X2) v2[j] = ok ? load4(x2 + row + static_cast<int64_t>(iw) * 64) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+  };
+  // v += v2 (X2): the row taken
+  auto take = [&](float4 (&v)[W], const float4 (&v2)[W]) {
+    if constexpr (X2)
+#pragma unroll
+      for (int j = 0; j < W; ++j) v[j].x += v2[j].x, v[j].y += v2[j].y, v[j].z += v2[j].z, v[j].w += v2[j].w;
   };
   float acc[3][P][CO];
 #pragma unroll
@@ -256,13 +263,14 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
     }
     __syncwarp();
   };
-  float4 cur[W], nxt[W];
-  load_row(oh0 - 1, cur);
+  float4 cur[W], nxt[W], nxt2[W];  // (nxt2: x2's next row, X2 only)
+  load_row(oh0 - 1, cur, nxt2);
+  take(cur, nxt2);
   // input row m (oh0 - 1 + m) with m % 3 == M: kernel row kr adds to output row m - kr, whose
   // accumulators are slot (M - kr) mod 3; output row m - 2 is then complete
   auto step = [&](auto M_, int m) {
     constexpr int M = decltype(M_)::value;
-    if (m + 1 < rows_in) load_row(oh0 + m, nxt);
+    if (m + 1 < rows_in) load_row(oh0 + m, nxt, nxt2);
 #pragma unroll
     for (int kr = 0; kr < 3; ++kr) {
       float(&as)[P][CO] = acc[(M - kr + 3) % 3];
@@ -286,6 +294,7 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
     for (int p = 0; p < P; ++p)
 #pragma unroll
       for (int co = 0; co < CO; ++co) done[p][co] = 0.f;
+    take(nxt, nxt2);
 #pragma unroll
     for (int j = 0; j < W; ++j) cur[j] = nxt[j];
   };
@@ -297,26 +306,28 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
 }
 
 // ---- few inputs ------------------------------------------------------------------------
-// 16 pixel groups x 16 output groups; a block's tile: 128 pixels of 8 rows (4096 blocks at 2048²)
-constexpr int kHeadThreads = 256, kHeadTile = 128, kHeadPixels = 8, kHeadBand = 8;
+// 16 pixel groups x 16 output groups; a block's tile: 128 pixels of a band of rows (few_in: 8
+// rows, or 16 or 32 where the image has enough of them: head_band)
+constexpr int kHeadThreads = 256, kHeadTile = 128, kHeadPixels = 8, kHeadBlocksPerSm = 2;
 
 // Block (column tile, band, output block): 128 pixels from column tile * 128 of the output rows
-// of one band (kHeadBand rows of one image), outputs 64 * blockIdx.y ...; K x K kernel, CI <= 4
+// of one band (`band` rows of one image), outputs 64 * blockIdx.y ...; K x K kernel, CI <= 4
 // inputs. The window's rows sit in a ring of K + 1 slots: while a row's outputs are computed and
 // stored, the next row's last window row is in flight from global memory, then written into
-// the slot the row before last has freed; one barrier a row.
+// the slot the row before last has freed; one barrier a row. A block's first K window rows are
+// all in flight at once before any is written to the ring.
 template <typename T, int CI, int K>
-__global__ void __launch_bounds__(kHeadThreads, 2) few_in_kernel(NarrowConvArgs a) {
+__global__ void __launch_bounds__(kHeadThreads, kHeadBlocksPerSm) few_in_kernel(NarrowConvArgs a, int band) {
   constexpr int XW = kHeadTile + K - 1, P = kHeadPixels, S = K + 1;
   constexpr int XN = 4 * XW, XL = (XN + kHeadThreads - 1) / kHeadThreads;  // a window row's floats, per thread
   constexpr int WN = 64 * K * K * CI, WL = (WN + kHeadThreads - 1) / kHeadThreads;
   __shared__ float4 xs[S][XW];           // the window's rows, the channels of a pixel as one float4
   __shared__ float4 ws[K * K * CI][16];  // [tap][channel][outputs 4g .. 4g + 3]
   const int t = threadIdx.x, g = t % 16, q = t / 16;
-  const int tiles_w = (a.ow + kHeadTile - 1) / kHeadTile, bands = (a.oh + kHeadBand - 1) / kHeadBand;
-  const int tile = static_cast<int>(blockIdx.x % tiles_w), band = static_cast<int>((blockIdx.x / tiles_w) % bands);
+  const int tiles_w = (a.ow + kHeadTile - 1) / kHeadTile, bands = (a.oh + band - 1) / band;
+  const int tile = static_cast<int>(blockIdx.x % tiles_w), bi = static_cast<int>((blockIdx.x / tiles_w) % bands);
   const int n = static_cast<int>(blockIdx.x / (static_cast<unsigned>(tiles_w) * bands));
-  const int oh0 = band * kHeadBand, oh1 = min(oh0 + kHeadBand, a.oh);
+  const int oh0 = bi * band, oh1 = min(oh0 + band, a.oh);
   const int ow0 = tile * kHeadTile, co0 = 64 * static_cast<int>(blockIdx.y);
   const T* __restrict__ w = static_cast<const T*>(a.w);  // [C_out][K][K][CI]
   const T* __restrict__ x = static_cast<const T*>(a.x);
@@ -345,10 +356,12 @@ __global__ void __launch_bounds__(kHeadThreads, 2) few_in_kernel(NarrowConvArgs 
       if (const int i = t + l * kHeadThreads; i < XN) xsf[slot * XN + i] = v[l];
   };
   float v[XL];
+  {
+    float first[K][XL];  // the first row's window: input rows oh0 - pad_h + r, then in slot r
 #pragma unroll
-  for (int r = 0; r < K; ++r) {  // the first row's window: input rows oh0 - pad_h + r in slot r
-    fetch(oh0 - a.pad_h + r, v);
-    put(r, v);
+    for (int r = 0; r < K; ++r) fetch(oh0 - a.pad_h + r, first[r]);
+#pragma unroll
+    for (int r = 0; r < K; ++r) put(r, first[r]);
   }
   __syncthreads();
   const int co = co0 + 4 * g;
@@ -403,11 +416,16 @@ __global__ void __launch_bounds__(kHeadThreads, 2) few_in_kernel(NarrowConvArgs 
 
 template <typename T, int CI>
 bool few_in(const NarrowConvArgs& a, void* stream) {
-  const int64_t blocks = static_cast<int64_t>(a.n) * ((a.oh + kHeadBand - 1) / kHeadBand) * ((a.ow + kHeadTile - 1) / kHeadTile);
+  int dev = 0, sms = 0;
+  if (a.band < 0 || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return false;
+  const int band = a.band > 0 ? a.band : few_in_band(a.n, a.oh, a.ow, a.co, sms);
+  const int64_t blocks = static_cast<int64_t>(a.n) * ((a.oh + band - 1) / band) * ((a.ow + kHeadTile - 1) / kHeadTile);
   if (blocks > 0x7fffffff) return false;
   if (blocks == 0) return true;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(a.co / 64));
-  few_in_kernel<T, CI, 3><<<grid, kHeadThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  few_in_kernel<T, CI, 3><<<grid, kHeadThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, band);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
@@ -418,7 +436,11 @@ bool few_out_rows(const NarrowConvArgs& a, void* stream) {
   const int64_t blocks = static_cast<int64_t>(a.n) * ((a.oh + kTailBand - 1) / kTailBand) * ((a.ow + tile - 1) / tile);
   if (blocks > 0x7fffffff) return false;
   if (blocks == 0) return true;
-  few_out_rows_kernel<T, CO, P><<<static_cast<unsigned>(blocks), kTailThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (a.x2)
+    few_out_rows_kernel<T, CO, P, true><<<static_cast<unsigned>(blocks), kTailThreads, 0, s>>>(a);
+  else
+    few_out_rows_kernel<T, CO, P, false><<<static_cast<unsigned>(blocks), kTailThreads, 0, s>>>(a);
   return cudaPeekAtLastError() == cudaSuccess;
 }
 
@@ -510,6 +532,14 @@ bool few_out_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w
 bool launch_few_out_rows(const NarrowConvArgs& a, void* stream) {
   if (!few_out_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w)) return false;
   return a.bf16 ? dispatch_few_out_rows<__nv_bfloat16>(a, stream) : dispatch_few_out_rows<float>(a, stream);
+}
+
+int few_in_band(int n, int oh, int ow, int co, int sms) {
+  const int64_t tiles = static_cast<int64_t>(n) * ((ow + kHeadTile - 1) / kHeadTile) * (co / 64);
+  const int64_t enough = 8LL * kHeadBlocksPerSm * sms;
+  for (int band : {32, 16})
+    if (tiles * ((oh + band - 1) / band) >= enough) return band;
+  return 8;
 }
 
 bool few_in_conv_supported(int ci, int co, int kh, int kw) {

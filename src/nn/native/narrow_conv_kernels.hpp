@@ -26,7 +26,13 @@ bool launch_few_out_rows(const NarrowConvArgs& a, void* stream);
 // Whether the few-input kernel exists: C_in 1 to 4, C_out a multiple of 64, a 3x3 kernel.
 bool few_in_conv_supported(int ci, int co, int kh, int kw);
 
-// Launches it on the CUDA stream; false as launch_narrow_conv.
+// Launches it on the CUDA stream; false as launch_narrow_conv (and for a.band < 0).
 bool launch_few_in_conv(const NarrowConvArgs& a, void* stream);
+
+// The output rows a block of the few-input kernel takes where ConvArgs::band is 0: 32, or 16,
+// where the grid still fills at least 8 waves of the sms multiprocessors (2 blocks each), else
+// 8. A block's first window rows and weights are loaded before any output, so longer bands
+// spread that wait over more rows; short images keep enough blocks for every multiprocessor.
+int few_in_band(int n, int oh, int ow, int co, int sms);
 
 }  // namespace pnp::nn::native::kernels
