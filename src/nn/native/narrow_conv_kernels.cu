@@ -20,7 +20,9 @@
 // bandwidth and 0.22 ms of FMA on an H200. cuDNN pads C_in and runs an implicit GEMM built for
 // deep inputs (DnCNN 3 ch 2048²'s head 0.58 ms, DRUNet 1 ch 4096²'s 2 -> 64 head 2.3 ms fp32 and
 // 4.2 ms bf16; this kernel 0.51, 1.46 and 1.45 ms, docs/measurements/2026-12-03b).
-// The kernel is output-stationary: a block owns 128 pixels of 8 output rows and 64 outputs;
+// The kernel is output-stationary: a block owns 128 pixels of a band of output rows (8, or 16 or
+// 32 where enough blocks remain, few_in_band: DRUNet 1 ch 4096²'s head 1.637 against 1.913 ms
+// with 8 in fp32, even in bf16 at 1.92 ms; H200, 2026-12-04 call 1) and 64 outputs;
 // the 64 outputs' weights (float4s of 4 outputs) are staged in shared memory once, and the
 // window's input rows (every channel as one float4) go through a ring in shared memory, one new
 // row per output row, loaded while the row before is computed. Thread (q, g) computes pixels
@@ -188,8 +190,9 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
 // float32 sum of the two: the add's pass over both and its write are gone, for one more read of
 // x2 here. x2's row is loaded into registers of its own beside x's and summed only when the row
 // is taken, so that both rows' loads are in flight together while the row before is computed.
-// (Summed as loaded, into one scratch register set, every load of x2 waited for the one before:
-// 4.29 ms in fp32 at 4096², 2.0 TB/s, against 1.47 ms without x2; 2026-12-04's SASS.)
+// (Summed as loaded, into one scratch register set, every load of x2 waited for the one before,
+// as the SASS showed: DRUNet 4096²'s tail took 4.15-4.39 ms in fp32, 2.0 TB/s, against 1.47 ms
+// without x2. Now 2.15-2.20 ms; bf16 2.02-2.09 against 2.10-2.19 ms. H200, 2026-12-04 calls 1-2.)
 constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32;
 
 template <typename T, int CO, int P, bool X2>
@@ -294,7 +297,7 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
     for (int p = 0; p < P; ++p)
 #pragma unroll
       for (int co = 0; co < CO; ++co) done[p][co] = 0.f;
-    take(nxt, nxt2);
+    if (m + 1 < rows_in) take(nxt, nxt2);
 #pragma unroll
     for (int j = 0; j < W; ++j) cur[j] = nxt[j];
   };
@@ -307,7 +310,7 @@ __global__ void __launch_bounds__(kTailThreads, 1) few_out_rows_kernel(NarrowCon
 
 // ---- few inputs ------------------------------------------------------------------------
 // 16 pixel groups x 16 output groups; a block's tile: 128 pixels of a band of rows (few_in: 8
-// rows, or 16 or 32 where the image has enough of them: head_band)
+// rows, or 16 or 32 where the image has enough of them: few_in_band)
 constexpr int kHeadThreads = 256, kHeadTile = 128, kHeadPixels = 8, kHeadBlocksPerSm = 2;
 
 // Block (column tile, band, output block): 128 pixels from column tile * 128 of the output rows
