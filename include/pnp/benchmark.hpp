@@ -89,6 +89,7 @@ struct Row {
   int64_t peak_memory_bytes = 0;
   bool cuda_graph = false;  // the arm replays a CUDA graph (native with cuda_graph; torch.compile max-autotune)
   std::string module;       // torch_compile arms: the peer's module and versions
+  std::string notes;        // native and inductor arms: the executor's notes, one a line
   double flops = 0, bytes = 0, intensity = 0;  // roofline, study conventions
   bool failed = false;  // skipped because of an error other than out-of-memory / unavailable
 };

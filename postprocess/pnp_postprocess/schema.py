@@ -87,10 +87,11 @@ BENCH_COLUMNS = {
     "gpu": "str", "status": "str", "reason": "str", "first_call_s": "float",
     "compile_s": "float", "export_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
     "flops": "float", "bytes": "float", "intensity": "float", "cuda_graph": "int", "module": "str",
+    "notes": "str",
 }
-BENCH_OPTIONAL = ("export_s", "cuda_graph", "module")
-"""Columns that files written before they existed lack (pnp_bench before 2026-12-01, and before
-the torch_compile arms for the last two); read as NaN."""
+BENCH_OPTIONAL = ("export_s", "cuda_graph", "module", "notes")
+"""Columns that files written before they existed lack (pnp_bench before 2026-12-01, before the
+torch_compile arms for cuda_graph and module, before 2026-12-04 for notes); read as NaN or empty."""
 
 REGIONS = {
     "region_gradient": ("forward_projection", "allreduce", "backprojection", "step"),

@@ -176,6 +176,7 @@ def bench_rows(gpu, speed=1.0, skip=(), seed=0) -> list[dict]:
                     "peak_memory_bytes": 0 if skipped or capped else int(nbytes * 0.3),
                     "cuda_graph": int(backend in ("native", "torch_compile_max_autotune") and not (skipped or capped)),
                     "module": f"deepinv.models.{arch} (deepinv 0.5.0, torch 2.11.0)" if peer else "",
+                    "notes": "20 fusions" if backend == "native" and not skipped else "",
                     "flops": flops, "bytes": nbytes, "intensity": intensity})
     return rows
 
@@ -186,7 +187,7 @@ def write_bench(path, rows, *, gpu=H100, mode="pre", backend="native") -> Path:
     kinds = {"architecture": STR, "dim": np.int64, "shape": STR, "backend": STR, "mode": STR,
              "gpu": STR, "status": STR, "reason": STR, "first_call_s": np.float64,
              "compile_s": np.float64, "export_s": np.float64, "stable_s": np.float64,
-             "peak_memory_bytes": np.int64, "cuda_graph": np.int64, "module": STR,
+             "peak_memory_bytes": np.int64, "cuda_graph": np.int64, "module": STR, "notes": STR,
              "flops": np.float64, "bytes": np.float64, "intensity": np.float64}
     units = {"first_call_s": "s", "compile_s": "s", "export_s": "s", "stable_s": "s", "peak_memory_bytes": "B",
              "flops": "FLOP", "bytes": "B", "intensity": "FLOP/B", "dim": "1", "cuda_graph": "1"}

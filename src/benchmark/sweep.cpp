@@ -217,6 +217,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
           }
           try {
             std::unique_ptr<nn::Executor> ex;
+            std::function<std::vector<std::string>()> notes;  // native and inductor: what the backend chose
             at::Tensor x, y;
             free_device_cache(device);
             timer.sync();
@@ -237,6 +238,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
               auto n = nn::make_inductor(g, *weights, device, dtype, shape, inductor_options(c));
               r.export_s += n->exporter_seconds();
               r.compile_s = r.export_s + n->load_seconds();
+              notes = [e = n.get()] { return e->notes(); };
               ex = std::move(n);
             } else {
               nn::NativeOptions no = c.native;
@@ -244,6 +246,11 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
               auto n = nn::make_native(g, *weights, device, dtype, shape, no);
               r.compile_s = n->compile_seconds();
               r.cuda_graph = n->graph_captured();
+              notes = [e = n.get()] {
+                std::vector<std::string> o{std::to_string(e->fusions().size()) + " fusions"};
+                for (auto& line : e->notes()) o.push_back(std::move(line));
+                return o;
+              };
               ex = std::move(n);
             }
             y = ex->forward(x, c.sigma);
@@ -254,6 +261,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
             for (int64_t i = 0; i < c.timed; ++i) t.push_back(timer.time([&] { y = ex->forward(x, c.sigma); }));
             r.stable_s = std::accumulate(t.end() - c.stable, t.end(), 0.0) / static_cast<double>(c.stable);
             r.peak_memory_bytes = device_peak_bytes(device);
+            if (notes) r.notes = toml_schema::join(notes(), "\n");
             if (!std::isfinite(y.abs().max().item<double>())) throw Error("non-finite output");
           } catch (const c10::OutOfMemoryError& e) {
             r.status = "skipped";
@@ -266,6 +274,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
           if (r.status != "ok") {
             r.first_call_s = r.compile_s = r.export_s = r.stable_s = std::numeric_limits<double>::quiet_NaN();
             r.peak_memory_bytes = 0;
+            r.notes.clear();
             free_device_cache(device);
           }
         }
@@ -330,6 +339,10 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
        "peak device memory allocated during the configuration (0 on CPU or when skipped)");
   col("cuda_graph", [](const Row& r) { return int64_t{r.cuda_graph}; }, "1",
       "1 when the arm replays a CUDA graph (native with cuda_graph; torch.compile max-autotune on CUDA), else 0");
+  col("notes", [](const Row& r) { return r.notes; }, "",
+      "native and inductor arms: what the backend chose and ran, one a line (native: the number of fusions, "
+      "then its notes: each layout's kernel or plan and its timing, the plan cache); empty for the others and "
+      "when skipped");
   col("module", [](const Row& r) { return r.module; }, "",
       "torch_compile arms: the peer's module and versions (deepinv.models.*); empty for pnp's arms");
   col("flops", [](const Row& r) { return r.flops; }, "FLOP", "roofline FLOPs per call, study conventions");

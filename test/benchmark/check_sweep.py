@@ -12,7 +12,7 @@ COLUMNS = {
     "architecture": "str", "dim": "int", "shape": "str", "backend": "str", "mode": "str",
     "gpu": "str", "status": "str", "reason": "str", "first_call_s": "float",
     "compile_s": "float", "export_s": "float", "stable_s": "float", "peak_memory_bytes": "int",
-    "cuda_graph": "int", "module": "str",
+    "cuda_graph": "int", "module": "str", "notes": "str",
     "flops": "float", "bytes": "float", "intensity": "float",
 }
 ROOT_ATTRS = ["program", "version", "git_commit", "date", "host", "ranks", "gpu_names",
@@ -84,6 +84,12 @@ def main():
                     fail(f"{where}: timings {row['first_call_s']} {row['compile_s']} {row['stable_s']}")
                 if row["backend"] == "native" and not row["compile_s"] > 0:
                     fail(f"{where}: native compile_s {row['compile_s']}")
+                # what the native backend chose is recorded (its fusions at least); the other
+                # arms have no notes of pnp's
+                if row["backend"] == "native" and "fusion" not in row["notes"]:
+                    fail(f"{where}: native notes {row['notes']!r}")
+                if row["backend"] in ("eager", "torch_compile", "torch_compile_max_autotune") and row["notes"]:
+                    fail(f"{where}: notes on a {row['backend']} row")
                 if row["peak_memory_bytes"] < 0:
                     fail(f"{where}: peak memory")
             elif row["status"] == "skipped":

@@ -119,8 +119,12 @@ TEST_CASE("a tiny sweep in process: rows, skipped backends, roofline counts") {
       CHECK(r.first_call_s > 0);
       CHECK(r.mode == (r.backend == "eager" ? "none" : "pre"));
       if (r.backend == "native") CHECK(r.compile_s > 0);
+      // what the native backend chose is on its row (its fusions at least); eager has no notes
+      if (r.backend == "native") CHECK(r.notes.find("fusion") != std::string::npos);
+      if (r.backend == "eager") CHECK(r.notes.empty());
     } else {
       CHECK(r.status == "skipped");
+      CHECK(r.notes.empty());
       CHECK_FALSE(r.reason.empty());
       CHECK(r.mode == "pre");
     }
