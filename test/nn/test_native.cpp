@@ -760,7 +760,7 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
           CHECK(rel_err(yb, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
         }
       }
-  {  // bands of 40 and 17 rows over 70 (two bands, the second cut short), against float64
+  {  // bands of 40 and 17 rows over 70 rows (the last band cut short each time), against float64
     uint64_t band_seed = 377;
     const ConvCase cc = conv_case(at::kFloat, 1, 2, 64, 3, 1, 70, 150, 2, band_seed);
     for (int band : {40, 17, 0}) {
