@@ -1103,6 +1103,21 @@ TEST_CASE("native: a layout's rivals timed interleaved, each round from the next
   CHECK(native::time_on_stream_ms(rivals[1], 2) > 0);
   CHECK(order == std::vector<int>{1, 1, 1});
 }
+
+TEST_CASE("native: pnp's kernel keeps a layout unless cuDNN's is faster by more than the margin (pnp_kernel_wins)") {
+  CHECK(native::kPnpKernelMargin > 0);
+  CHECK(native::kPnpKernelMargin < 0.05);  // a tie-break, not a handicap
+  CHECK(native::pnp_kernel_wins(5.0, 6.0));  // faster
+  CHECK(native::pnp_kernel_wins(6.0, 6.0));  // a tie
+  // the timings that chose cuDNN's graph for DRUNet's fp32 64-channel residual layer (ms)
+  CHECK(native::pnp_kernel_wins(6.137, 6.088));
+  CHECK(native::pnp_kernel_wins(6.246, 6.120));
+  CHECK(native::pnp_kernel_wins(6.178, 6.029));
+  // cuDNN by more than the margin: cuDNN's (DRUNet's 512-channel residual layer, 2026-12-04 call 5)
+  CHECK_FALSE(native::pnp_kernel_wins(3.686, 3.464));
+  CHECK_FALSE(native::pnp_kernel_wins(6.0 * (1 + native::kPnpKernelMargin) + 1e-9, 6.0));
+  CHECK_FALSE(native::pnp_kernel_wins(std::numeric_limits<double>::quiet_NaN(), 6.0));  // not timed
+}
 #endif
 
 TEST_CASE("native: a CUDA graph capture that failed leaves the device's random numbers usable (abandon_capture)") {
@@ -1198,13 +1213,16 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
         // TF32 products (10-bit mantissas) summed in float32; bf16: the output's rounding too
         const double tol = dtype == at::kFloat ? 5e-3 : 1e-2;
         const bool rows = native::wgmma_rows_applies(x, wt, {k.pad, k.pad});
-        // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel
-        for (int variant_k = 0; variant_k < 4; ++variant_k) {
+        // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel (its
+        // band rule); 4: the rows kernel in bands of 7 rows (the last band shorter where oh is not
+        // a multiple, runs cut at bands); 5: the rows kernel down whole columns (band oh)
+        for (int variant_k = 0; variant_k < 6; ++variant_k) {
           if (variant_k == 2 && dtype != at::kFloat) continue;
-          if (variant_k == 3 && !rows) continue;
+          if (variant_k >= 3 && !rows) continue;
           native::WgmmaVariant v;
           v.row_reuse = variant_k != 1, v.round_tf32 = variant_k != 2;
-          v.kernel = variant_k == 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
+          v.kernel = variant_k >= 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
+          v.rows_band = variant_k == 4 ? 7 : variant_k == 5 ? 1 << 20 : 0;
           // poison: the caching allocator hands the output a block just filled with NaN
           { at::Tensor p = at::full({n * k.co * oh * ow + 4096}, std::nan(""), x.options()); }
           const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, v);

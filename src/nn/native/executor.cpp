@@ -642,7 +642,8 @@ class NativeImpl final : public NativeExecutor {
   // The rivals for a layout timed on its tensors (y is written), interleaved
   // (time_on_stream_ms): the graph where one was built against the generic ops (generic_conv:
   // cuDNN's fused ops, or the convolution then add_; e.use when the graph is faster), and pnp's
-  // kernel where one applies against the faster of those (e.pnp). Without a graph and a kernel of
+  // kernel where one applies against the faster of those (e.pnp, within pnp_kernel_wins's
+  // margin). Without a graph and a kernel of
   // pnp's nothing is timed: the generic ops run.
   void time_rivals(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
                 const std::vector<int64_t>& padding) {
@@ -662,7 +663,7 @@ class NativeImpl final : public NativeExecutor {
     }
     if (e.pnp_kernel == PnpKernel::none) return;
     e.pnp_ms = ms.back();
-    e.pnp = e.pnp_ms < (e.use ? e.graph_ms : e.generic_ms);
+    e.pnp = native::pnp_kernel_wins(e.pnp_ms, e.use ? e.graph_ms : e.generic_ms);
   }
 
   // The plan cache's name for this network's list of layouts: what decides which layouts it
@@ -789,8 +790,9 @@ class NativeImpl final : public NativeExecutor {
         r += "; " + e.shape + buf + (e.use || e.pnp ? "" : ", the two ops run") + from;
       }
       if (!std::isnan(e.pnp_ms)) {
+        const double cudnn_ms = e.use ? e.graph_ms : e.generic_ms;
         std::snprintf(buf, sizeof buf, ", pnp's %s kernel %.3f ms%s", pnp_kernel_name(e.pnp_kernel), e.pnp_ms,
-                      e.pnp ? " (runs)" : "");
+                      !e.pnp ? "" : e.pnp_ms < cudnn_ms ? " (runs)" : " (runs: within the margin)");
         r += buf;
       }
       if (!e.cached && e.build_s > 0) {  // the plans' build: the slowest candidate (in parallel) or all (serial)
