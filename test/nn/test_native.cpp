@@ -1213,16 +1213,13 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
         // TF32 products (10-bit mantissas) summed in float32; bf16: the output's rounding too
         const double tol = dtype == at::kFloat ? 5e-3 : 1e-2;
         const bool rows = native::wgmma_rows_applies(x, wt, {k.pad, k.pad});
-        // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel (its
-        // band rule); 4: the rows kernel in bands of 7 rows (the last band shorter where oh is not
-        // a multiple, runs cut at bands); 5: the rows kernel down whole columns (band oh)
-        for (int variant_k = 0; variant_k < 6; ++variant_k) {
+        // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel
+        for (int variant_k = 0; variant_k < 4; ++variant_k) {
           if (variant_k == 2 && dtype != at::kFloat) continue;
-          if (variant_k >= 3 && !rows) continue;
+          if (variant_k == 3 && !rows) continue;
           native::WgmmaVariant v;
           v.row_reuse = variant_k != 1, v.round_tf32 = variant_k != 2;
-          v.kernel = variant_k >= 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
-          v.rows_band = variant_k == 4 ? 7 : variant_k == 5 ? 1 << 20 : 0;
+          v.kernel = variant_k == 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
           // poison: the caching allocator hands the output a block just filled with NaN
           { at::Tensor p = at::full({n * k.co * oh * ow + 4096}, std::nan(""), x.options()); }
           const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, v);

@@ -30,144 +30,81 @@ TEST_CASE("the rows kernel's walk starts, fills and stores every output row once
   for (int n : {1, 2, 3})
     for (int oh : {1, 2, 3, 4, 5, 7, 100})
       for (int tiles_w : {1, 2, 3})
-        for (int ctas : {1, 2, 3, 5, 13, 132, 1000})
-          for (int band_k = 0; band_k < 3; ++band_k) {  // the rule's band, 2 rows, whole columns
-            const int units = n * tiles_w * oh;
-            const int cpc = std::min(ctas, units);  // as the launch: at most one CTA per unit
-            rows::Share sh = rows::share(oh, units, cpc);
-            REQUIRE(sh.per >= 1);
-            REQUIRE(sh.band >= 1);
-            CHECK(sh.band <= oh);
-            CHECK(static_cast<long long>(sh.per) * cpc >= units);
-            CHECK(static_cast<long long>(sh.per - 1) * cpc < units);  // as even as whole units allow
-            if (band_k == 1) sh.band = std::min(2, oh);
-            if (band_k == 2) sh.band = oh;
-            const rows::Grid g{oh, tiles_w, sh.band};
-            CAPTURE(n);
-            CAPTURE(oh);
-            CAPTURE(tiles_w);
-            CAPTURE(cpc);
-            CAPTURE(sh.band);
-            std::map<std::tuple<int, int, int>, int> stored_by;  // row -> stores over all CTAs
-            int covered = 0;
-            for (int k = 0; k < cpc; ++k) {
-              int b = 0, e = 0;
-              rows::cta_units(sh, units, k, b, e);
-              REQUIRE(b <= e);
-              CHECK(b == std::min(k * sh.per, units));  // contiguous stretches, in CTA order
-              CHECK(e - b <= sh.per);
-              covered += e - b;
-              if (b == e) continue;  // the kernel's CTA returns at once
-              std::map<std::tuple<int, int, int>, RowLog> log;
-              int steps = 0, loads = 0, dead_steps = 0;
-              for (rows::Walk w(g, b, e); w.live;) {
-                for (int p = 0; p < 3; ++p, ++steps, w.advance(g)) {
-                  ++loads;  // the loader loads one input row a step, the steps past the last run too
-                  if (!w.live) {
-                    ++dead_steps;
-                    continue;
-                  }
-                  const rows::Run& r = w.r;
-                  REQUIRE(r.len >= 1);
-                  REQUIRE(r.h0 >= 0);
-                  REQUIRE(r.h0 + r.len <= oh);
-                  CHECK(r.h0 / sh.band == (r.h0 + r.len - 1) / sh.band);  // a run stays in its band
-                  REQUIRE(r.col >= 0);
-                  REQUIRE(r.col < tiles_w);
-                  REQUIRE(r.img >= 0);
-                  REQUIRE(r.img < n);
-                  REQUIRE(w.t >= 0);
-                  REQUIRE(w.t <= r.len + 2);
-                  // the store of row t - 3, from the slot of this step (= the slot it started in)
-                  if (w.stores()) {
-                    RowLog& l = log[{r.img, r.col, r.h0 + w.t - 3}];
-                    CHECK(l.stored == -1);
-                    l.stored = steps;
-                    l.slot_store = steps % 3;
-                    stored_by[{r.img, r.col, r.h0 + w.t - 3}]++;
-                  }
-                  // products of input row rho: kernel row 2 to row t - 2, 1 to t - 1, 0 to t
-                  const int rho = w.input_row();
-                  for (int kr = 2; kr >= 0; --kr) {
-                    const int i = w.t - kr;  // the run's row index
-                    if (i < 0 || i >= r.len) continue;  // thrown away
-                    RowLog& l = log[{r.img, r.col, r.h0 + i}];
-                    if (kr == 0) {
-                      CHECK(w.starts());
-                      CHECK(l.started == -1);
-                      l.started = steps;
-                      l.slot_start = steps % 3;
-                    }
-                    l.parts.push_back({kr, rho});
-                  }
+        for (int ctas : {1, 2, 3, 5, 13, 132, 1000}) {
+          const rows::Grid g{oh, tiles_w};
+          const int units = n * tiles_w * oh;
+          const int cpc = std::min(ctas, units);  // as the launch: at most one CTA per unit
+          CAPTURE(n);
+          CAPTURE(oh);
+          CAPTURE(tiles_w);
+          CAPTURE(cpc);
+          std::map<std::tuple<int, int, int>, int> stored_by;  // row -> stores over all CTAs
+          for (int k = 0; k < cpc; ++k) {
+            const int b = static_cast<int>(static_cast<long long>(units) * k / cpc);
+            const int e = static_cast<int>(static_cast<long long>(units) * (k + 1) / cpc);
+            REQUIRE(b < e);
+            std::map<std::tuple<int, int, int>, RowLog> log;
+            int steps = 0, loads = 0, dead_steps = 0;
+            for (rows::Walk w(g, b, e); w.live;) {
+              for (int p = 0; p < 3; ++p, ++steps, w.advance(g)) {
+                ++loads;  // the loader loads one input row a step, the steps past the last run too
+                if (!w.live) {
+                  ++dead_steps;
+                  continue;
                 }
-              }
-              CHECK(steps % 3 == 0);   // whole rounds
-              CHECK(dead_steps <= 2);  // at most the rest of the last round
-              CHECK(loads == steps);   // the loader fills one stage use per consumer step
-              CHECK(static_cast<int>(log.size()) == e - b);
-              for (const auto& [row, l] : log) {
-                const int h = std::get<2>(row);
-                REQUIRE(l.started >= 0);
-                REQUIRE(l.stored >= 0);
-                CHECK(l.stored == l.started + 3);
-                CHECK(l.slot_store == l.slot_start);
-                REQUIRE(l.parts.size() == 3u);
-                for (int j = 0; j < 3; ++j) {
-                  CHECK(l.parts[j].first == j);               // kernel rows 0, 1, 2 in order
-                  CHECK(l.parts[j].second == h - 1 + j);       // from input rows h - 1, h, h + 1
+                const rows::Run& r = w.r;
+                REQUIRE(r.len >= 1);
+                REQUIRE(r.h0 >= 0);
+                REQUIRE(r.h0 + r.len <= oh);
+                REQUIRE(w.t >= 0);
+                REQUIRE(w.t <= r.len + 2);
+                // the store of row t - 3, from the slot of this step (= the slot it started in)
+                if (w.stores()) {
+                  RowLog& l = log[{r.img, r.col, r.h0 + w.t - 3}];
+                  CHECK(l.stored == -1);
+                  l.stored = steps;
+                  l.slot_store = steps % 3;
+                  stored_by[{r.img, r.col, r.h0 + w.t - 3}]++;
+                }
+                // products of input row rho: kernel row 2 to row t - 2, 1 to t - 1, 0 to t
+                const int rho = w.input_row();
+                for (int kr = 2; kr >= 0; --kr) {
+                  const int i = w.t - kr;  // the run's row index
+                  if (i < 0 || i >= r.len) continue;  // thrown away
+                  RowLog& l = log[{r.img, r.col, r.h0 + i}];
+                  if (kr == 0) {
+                    CHECK(w.starts());
+                    CHECK(l.started == -1);
+                    l.started = steps;
+                    l.slot_start = steps % 3;
+                  }
+                  l.parts.push_back({kr, rho});
                 }
               }
             }
-            // every output row of every column of every image, once over all CTAs
-            CHECK(covered == units);
-            CHECK(static_cast<int>(stored_by.size()) == units);
-            for (const auto& [row, count] : stored_by) CHECK(count == 1);
-            ++configs;
+            CHECK(steps % 3 == 0);   // whole rounds
+            CHECK(dead_steps <= 2);  // at most the rest of the last round
+            CHECK(loads == steps);   // the loader fills one stage use per consumer step
+            CHECK(static_cast<int>(log.size()) == e - b);
+            for (const auto& [row, l] : log) {
+              const int h = std::get<2>(row);
+              REQUIRE(l.started >= 0);
+              REQUIRE(l.stored >= 0);
+              CHECK(l.stored == l.started + 3);
+              CHECK(l.slot_store == l.slot_start);
+              REQUIRE(l.parts.size() == 3u);
+              for (int j = 0; j < 3; ++j) {
+                CHECK(l.parts[j].first == j);               // kernel rows 0, 1, 2 in order
+                CHECK(l.parts[j].second == h - 1 + j);       // from input rows h - 1, h, h + 1
+              }
+            }
           }
-  CHECK(configs == 3 * 7 * 3 * 7 * 3);
-}
-
-// The input rows the CTAs read at one step: the image row of each live CTA's walk.
-static std::vector<int> rows_read_at(const rows::Grid& g, const rows::Share& sh, int units, int ctas, int step) {
-  std::vector<int> out;
-  for (int k = 0; k < ctas; ++k) {
-    int b = 0, e = 0;
-    rows::cta_units(sh, units, k, b, e);
-    rows::Walk w(g, b, e);
-    for (int s = 0; s < step && w.live; ++s) w.advance(g);
-    if (w.live) out.push_back(w.input_row());
-  }
-  return out;
-}
-
-TEST_CASE("the rows kernel's CTAs walk the same image rows at the same time (DRUNet 4096², DnCNN 2048²)") {
-  // a 64-channel float32 image row at 4096² is 1 MiB: the rows the CTAs read at once are the
-  // memory (and the address translations) they stream through together
-  struct C {
-    int oh, tiles_w, ctas;
-  };
-  for (const C& c : {C{4096, 16, 132}, C{2048, 8, 132}, C{2048, 8, 66}}) {
-    CAPTURE(c.oh);
-    CAPTURE(c.ctas);
-    const int units = c.oh * c.tiles_w;
-    const rows::Share sh = rows::share(c.oh, units, c.ctas);
-    const rows::Grid banded{c.oh, c.tiles_w, sh.band}, columns{c.oh, c.tiles_w, c.oh};
-    // the CTAs of a full band read the same row; the few of the last, shorter band one each
-    const int full = std::min(c.oh / sh.band, c.ctas / c.tiles_w);
-    const int bound = full + (c.ctas - full * c.tiles_w);
-    auto distinct = [](std::vector<int> r) {
-      std::sort(r.begin(), r.end());
-      return static_cast<int>(std::unique(r.begin(), r.end()) - r.begin());
-    };
-    for (int step : {0, 1, 50, sh.per / 2, sh.per + 2}) {
-      CAPTURE(step);
-      const int banded_rows = distinct(rows_read_at(banded, sh, units, c.ctas, step));
-      const int column_rows = distinct(rows_read_at(columns, sh, units, c.ctas, step));
-      CHECK(banded_rows <= bound);
-      CHECK(banded_rows * 4 <= column_rows);  // down whole columns they are spread over the image
-    }
-  }
+          // every output row of every column of every image, once over all CTAs
+          CHECK(static_cast<int>(stored_by.size()) == units);
+          for (const auto& [row, count] : stored_by) CHECK(count == 1);
+          ++configs;
+        }
+  CHECK(configs == 3 * 7 * 3 * 7);
 }
 
 TEST_CASE("the rows kernel's consumers compute the stage and phase the loader fills") {

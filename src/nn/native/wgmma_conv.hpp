@@ -19,11 +19,10 @@ namespace pnp::nn::native {
 using kernels::WgmmaKernel;  // which kernel: any (rows where it applies), tiles, rows
 
 // The kernel's variants (wgmma_conv_kernels.hpp), for tests: row_reuse (the tile kernel),
-// round_tf32, which kernel, and the rows kernel's band (0: its rule).
+// round_tf32, and which kernel.
 struct WgmmaVariant {
   bool row_reuse = true, round_tf32 = true;
   WgmmaKernel kernel = WgmmaKernel::any;
-  int rows_band = 0;
 };
 
 // Whether wgmma_conv takes this convolution: CUDA on compute capability 9.0, 2D, float32 with

@@ -28,9 +28,6 @@ struct WgmmaConvArgs : ConvArgs {
   // as cuDNN's TF32 convolutions do; off: the tensor cores truncate them. For tests.
   bool round_tf32 = true;
   WgmmaKernel kernel = WgmmaKernel::any;
-  // The rows kernel's band (wgmma_rows_walk.hpp: Grid): 0 its rule (rows_band), else that many
-  // rows (oh or more: whole columns, the order before 2026-12-04b). For tests.
-  int rows_band = 0;
 };
 
 // Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out

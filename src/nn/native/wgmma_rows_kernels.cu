@@ -76,7 +76,6 @@ struct Params {
   int tiles_w;               // 256-pixel columns per image row
   int units;                 // output rows of all columns of all images: n x tiles_w x oh
   int ctas_per_co;           // persistent CTAs per 64-channel block of the outputs
-  Share share;               // a CTA's units, and the rows of a band (Grid: the order of the units)
 };
 
 // The tensor maps of the bulk copies: weights, input (256 pixels and the 2 beyond), and, where
@@ -292,10 +291,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   const int co0 = (static_cast<int>(blockIdx.x) / p.ctas_per_co) * kCo;
-  int u_begin, u_end;
-  cta_units(p.share, p.units, static_cast<int>(blockIdx.x) % p.ctas_per_co, u_begin, u_end);
-  if (u_begin >= u_end) return;  // (the last CTAs where ctas x per passes the units)
-  const Grid grid{p.out.oh, p.tiles_w, p.share.band};
+  const long long k = blockIdx.x % p.ctas_per_co;
+  const int u_begin = static_cast<int>(p.units * k / p.ctas_per_co),
+            u_end = static_cast<int>(p.units * (k + 1) / p.ctas_per_co);
+  const Grid grid{p.out.oh, p.tiles_w};
 
   if (wg == kConsumers) {  // the loading warpgroup: one thread issues every copy
     cutlass::arch::warpgroup_reg_dealloc<kLoadRegs>();
@@ -390,8 +389,6 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   p.units = static_cast<int>(units);
   const int co_blocks = a.co / kCo;
   p.ctas_per_co = std::min(std::max(1, sms / co_blocks), p.units);
-  p.share = share(a.oh, p.units, p.ctas_per_co);
-  if (a.rows_band > 0) p.share.band = std::min(a.rows_band, a.oh);
   const long long grid = static_cast<long long>(co_blocks) * p.ctas_per_co;
   if (grid <= 0 || grid > INT_MAX) return false;
 

@@ -12,62 +12,25 @@
 
 namespace pnp::nn::native::kernels::rows {
 
-// The output's rows as units, image after image: an image's rows in bands of `band` rows (the
-// last band the rest), a band's 256-pixel columns in order, a column's rows in order. unit u of
-// image img, band b, column col, row r of the band is
-//   img * oh * tiles_w + b * band * tiles_w + col * (rows of band b) + r.
-// A CTA owns a contiguous stretch of units and walks down a column of a band at a time. With
-// band = oh (one band) that is the walk down whole columns; with band about the units a CTA
-// owns, the CTAs start their columns of a band together and walk the same image rows at the same
-// time, each at its own column, rather than 132 CTAs spread over every row of the image
-// (Share).
+// The output's rows as units: unit u = (img * tiles_w + col) * oh + row, col a 256-pixel column.
 struct Grid {
-  int oh, tiles_w, band;
+  int oh, tiles_w;
 };
 
 // The stretch of output rows [h0, h0 + len) of column `col` of image `img` that unit u starts,
-// cut at u_end and at the end of its band.
+// cut at u_end.
 struct Run {
   int img, col, h0, len;
 };
 PNP_ROWS_HD inline Run run_at(const Grid& g, int u, int u_end) {
-  const int per_img = g.oh * g.tiles_w;
-  const int full = g.oh / g.band;  // full bands; the rest, oh - full * band rows, the last
-  const int v = u % per_img, v_full = full * g.band * g.tiles_w;
+  const int line = u / g.oh;
   Run r;
-  r.img = u / per_img;
-  int left_in_band;
-  if (v < v_full) {
-    const int w = v % (g.band * g.tiles_w);
-    r.col = w / g.band;
-    r.h0 = (v / (g.band * g.tiles_w)) * g.band + w % g.band;
-    left_in_band = g.band - w % g.band;
-  } else {
-    const int rest = g.oh - full * g.band, w = v - v_full;
-    r.col = w / rest;
-    r.h0 = full * g.band + w % rest;
-    left_in_band = rest - w % rest;
-  }
+  r.h0 = u - line * g.oh;
   const int left = u_end - u;
-  r.len = left < left_in_band ? left : left_in_band;
+  r.len = left < g.oh - r.h0 ? left : g.oh - r.h0;
+  r.col = line % g.tiles_w;
+  r.img = line / g.tiles_w;
   return r;
-}
-
-// How a launch shares `units` units among `ctas` CTAs of an output block: CTA k owns
-// [k * per, (k + 1) * per), cut at units (empty past it), per = ceil(units / ctas); and the
-// band: per rows, at most oh. So where per <= oh a CTA's stretch is one column of one band (or
-// columns of the last, shorter band), and the CTAs of a band all start at its first row.
-struct Share {
-  int per, band;
-};
-PNP_ROWS_HD inline Share share(int oh, int units, int ctas) {
-  const int per = (units + ctas - 1) / ctas;
-  return {per, per < oh ? per : oh};
-}
-PNP_ROWS_HD inline void cta_units(const Share& s, int units, int k, int& b, int& e) {
-  const long long b0 = static_cast<long long>(k) * s.per, e0 = b0 + s.per;
-  b = static_cast<int>(b0 < units ? b0 : units);
-  e = static_cast<int>(e0 < units ? e0 : units);
 }
 
 // The walk both sides of a CTA take through its units [b, e), one step per input row: run r,
