@@ -51,9 +51,8 @@ constexpr int kTaps = 9;
 constexpr int kLoadRegs = 24, kMmaRegs = 240;        // setmaxnreg: 24 + 2 x 240 <= 512 (3 x 168 at entry)
 constexpr int kHalf = kPx / 2;
 
-constexpr int kChunkBytes = 4096;                    // one bulk store of a warpgroup's row (the staging chunk)
-template <class T>
-constexpr int kChunkPx = kChunkBytes / (kCo * static_cast<int>(sizeof(T)));  // its pixels: 32 bf16, 16 float32
+constexpr int kChunkPx = 32;                         // pixels of one bulk store of a warpgroup's row
+constexpr int kChunkBytes = kChunkPx * kRow;         // 4 KiB
 
 template <class T, int CB>  // CB: 128-byte channel blocks of the input (1 or 2)
 struct Layout {
@@ -62,19 +61,13 @@ struct Layout {
   // times, so a step's stages are known at compile time (wgmma_rows_walk.hpp)
   static constexpr int kStages = round_stages(CB);
   static_assert(3 * CB % kStages == 0 && (3 * CB / kStages) % 2 == 1, "a round's stages");
-  // the epilogue in shared memory (see the top). bf16 with one input block: the residual's row
-  // (256 pixels x 64 channels, 32 KiB) and two staging chunks of each warpgroup's output. float32
-  // with two: the staging chunks only (kSmemOut), which fill the 227 KiB exactly; the residual's
-  // row (64 KiB) does not fit, and comes into the registers.
+  // the epilogue in shared memory (bf16, one input block: see the top): the residual's row (256
+  // pixels x 64 channels, 32 KiB) and two 32-pixel staging chunks of each warpgroup's output
   static constexpr bool kSmemEpi = sizeof(T) == 2 && CB == 1;
-  static constexpr bool kSmemOut = kSmemEpi || (sizeof(T) == 4 && CB == 2);
   static constexpr int kZBytes = kSmemEpi ? kPx * kRow : 0;
-  static constexpr int kYBytes = kSmemOut ? kConsumers * 2 * kChunkBytes : 0;
+  static constexpr int kYBytes = kSmemEpi ? kConsumers * 2 * kChunkBytes : 0;
   static constexpr int kBarriers = 2 * kStages + 1 + 2;  // full, empty, the weights', the residual's full and empty
-  // the barriers in the last stage's rows past its 256 + 2 pixels, which no copy or product touches
-  static constexpr int kBarrierOffset = (kStages - 1) * kBBytes + (kPx + 2) * kRow;
-  static_assert(kBBytes - (kPx + 2) * kRow >= kBarriers * 8, "the barriers in a stage's spare rows");
-  static constexpr int kSmem = kWBytes + kStages * kBBytes + kZBytes + kYBytes + 1024;  // + the alignment's
+  static constexpr int kSmem = kWBytes + kStages * kBBytes + kZBytes + kYBytes + kBarriers * 8 + 1024;
   static_assert(kSmem <= 227 * 1024, "shared memory of one CTA");
 };
 
@@ -161,7 +154,7 @@ __device__ __forceinline__ void row_start_shared(float (&acc)[N], const TileOut&
   }
 }
 
-// row_end through shared memory (bf16): the row in chunks of 32 pixels (acc[16k .. 16k + 15]),
+// row_end through shared memory: the row in chunks of 32 pixels (acc[16k .. 16k + 15]),
 // alternating between the warpgroup's two staging chunks, each stored by one bulk copy (the
 // copy engine clips pixels outside the output). Before the barrier after which a chunk's copy
 // is issued, the issuing thread waits until the copy before it has read the other chunk, so
@@ -191,60 +184,8 @@ __device__ __forceinline__ void row_end_shared(const float (&acc)[N], const CUte
     asm volatile("bar.sync %0, 128;" ::"r"(1 + cs.wg) : "memory");
     if (cs.wg_tid == 0) {
       asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(tma_y),
-                   "r"(cs.y_base + (k & 1) * kChunkBytes), "r"(co0), "r"(ow0 + kChunkPx<__nv_bfloat16> * k), "r"(o), "r"(img)
+                   "r"(cs.y_base + (k & 1) * kChunkBytes), "r"(co0), "r"(ow0 + kChunkPx * k), "r"(o), "r"(img)
                    : "memory");
-      cute::tma_store_arrive();
-    }
-  }
-}
-
-// row_end through shared memory in float32 (Layout::kSmemOut with two input blocks): the row in
-// chunks of 16 pixels (acc[8k .. 8k + 7]), each chunk its 64 channels as two 128-byte blocks of
-// 16 pixel rows in the copy engine's 128-byte swizzle, stored by one bulk copy a block; the two
-// staging chunks alternate and are waited for as in row_end_shared. A thread's value for channel
-// c (of the 64) and pixel p (of the chunk) goes to block c / 32, row p, 16-byte chunk
-// ((c % 32) / 4) ^ (p % 8): for one store the 32 lanes' 8 channels and 4 pixels fall in 32
-// distinct banks. (The 64 scattered global stores a thread made instead, 4-byte pieces of four
-// pixels an instruction, held 17 % of the stall samples of DRUNet 4096²'s fp32 residual layer and
-// throttled the residual's loads behind them: docs/measurements/2026-12-04b.)
-template <int N>
-__device__ __forceinline__ void row_end_shared_f32(const float (&acc)[N], const CUtensorMap* tma_y,
-                                                   const Consumer& cs, bool relu, int co0, int o, int ow0, int img) {
-  constexpr int kPxC = kChunkPx<float>, kBlockBytes = kPxC * kRow;  // 16 pixels; 2 KiB a channel block
-  // Value i of chunk k (acc[8k + i]) is channel c = 16 w + l / 4 + 8 j, j = (i / 2) % 2, of pixel
-  // p = 8 (i / 4) + i % 2 + 2 (l % 4): block w / 2, row p, word (l / 4) % 4 of 16-byte chunk
-  // (4 (w % 2) + l / 16 + 2 j) ^ (p % 8) = t ^ s with t = (4 (w % 2) + l / 16) ^ 2 (l % 4) and
-  // s = 2 j + i % 2. So four addresses a thread (r[s]), each plus an immediate (the chunk's slot
-  // and row): made here from an opaque base, as in mma, so that nothing is hoisted out of the
-  // main loop and spilled.
-  const int w = cs.wg_tid >> 5, l = cs.wg_tid & 31;
-  uint32_t base;
-  asm volatile("mov.b32 %0, %1;"
-               : "=r"(base)
-               : "r"(cs.y_base + (w >> 1) * kBlockBytes + 2 * (l & 3) * kRow + ((l >> 2) & 3) * 4));
-  const uint32_t t = (4 * (w & 1) + (l >> 4)) ^ (2 * (l & 3));
-  uint32_t r[4];
-#pragma unroll
-  for (int s4 = 0; s4 < 4; ++s4) r[s4] = base + ((t ^ s4) << 4);
-#pragma unroll
-  for (int k = 0; k < N / 8; ++k) {
-    const uint32_t buf = cs.y_base + (k & 1) * kChunkBytes;  // (the copies' source)
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float v = relu ? fmaxf(acc[8 * k + i], 0.f) : acc[8 * k + i];
-      const int s4 = 2 * ((i >> 1) & 1) + (i & 1), at = (k & 1) * kChunkBytes + (8 * (i >> 2) + (i & 1)) * kRow;
-      asm volatile("st.shared.f32 [%0], %1;" ::"r"(r[s4] + at), "f"(v) : "memory");  // (the add: an immediate)
-    }
-    cute::tma_store_fence();  // the writes, visible to the copy engine
-    if (cs.wg_tid == 0) cute::tma_store_wait<0>();
-    asm volatile("bar.sync %0, 128;" ::"r"(1 + cs.wg) : "memory");
-    if (cs.wg_tid == 0) {
-#pragma unroll
-      for (int cb = 0; cb < 2; ++cb)
-        asm volatile(
-            "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(tma_y),
-            "r"(buf + cb * kBlockBytes), "r"(co0 + 32 * cb), "r"(ow0 + kPxC * k), "r"(o), "r"(img)
-            : "memory");
       cute::tma_store_arrive();
     }
   }
@@ -305,11 +246,7 @@ __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[
           row_start<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t, ow0, w.r.img, false);
         }
       } else {
-        if constexpr (L::kSmemOut) {
-          if (store) row_end_shared_f32(next, tma_y, cs, out.relu, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
-        } else {
-          if (store) row_end<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
-        }
+        if (store) row_end<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
         row_start<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t, ow0, w.r.img, w.starts());
       }
       fence(next);
@@ -333,8 +270,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* s_w = smem;                 // [tap][block]: 64 x 128 bytes each
   uint8_t* s_b = smem + L::kWBytes;    // [stage]: 264 x 128 bytes
   uint8_t* s_z = s_b + kStages * kBBytes;  // the residual's row: 256 x 128 bytes (kSmemEpi)
-  uint8_t* s_y = s_z + L::kZBytes;         // [consumer][2]: 4 KiB staging chunks (kSmemOut)
-  uint64_t* full = reinterpret_cast<uint64_t*>(s_b + L::kBarrierOffset);
+  uint8_t* s_y = s_z + L::kZBytes;         // [consumer][2]: 32 x 128 bytes (kSmemEpi)
+  uint64_t* full = reinterpret_cast<uint64_t*>(s_y + L::kYBytes);
   uint64_t* empty = full + kStages;
   uint64_t* w_full = empty + kStages;
   uint64_t* z_full = w_full + 1;  // (kSmemEpi with a residual) the residual's row loaded
@@ -433,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence(a1);
     fence(a2);
   }
-  if constexpr (L::kSmemOut)  // the bulk stores done before the CTA's shared memory goes
+  if constexpr (L::kSmemEpi)  // the bulk stores done before the CTA's shared memory goes
     if (cs.wg_tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
 }
@@ -460,10 +397,11 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
       !input_map<T>(&m.x, a.x, a.n, a.h, a.w_in, a.ci, kPx, 1, a.round_tf32) ||
       !input_map<T>(&m.tail, a.x, a.n, a.h, a.w_in, a.ci, 2, 1, a.round_tf32))
     return false;
-  // the epilogue's maps: the output [N][H][W][C_out] in chunks of 128 bytes of channels x 32
-  // (bf16) or 16 (float32) pixels, the residual (bf16) in rows of 256 pixels
-  if (L::kSmemOut && !input_map<T>(&m.y, a.y, a.n, a.oh, a.ow, a.co, kChunkPx<T>, 1, false)) return false;
-  if (L::kSmemEpi && a.z && !input_map<T>(&m.z, a.z, a.n, a.oh, a.ow, a.co, kPx, 1, false)) return false;
+  // the epilogue's maps: the output [N][H][W][C_out] in 32-pixel chunks of one 64-channel block,
+  // the residual in rows of 256 pixels
+  if (L::kSmemEpi && (!input_map<T>(&m.y, a.y, a.n, a.oh, a.ow, a.co, kChunkPx, 1, false) ||
+                      (a.z && !input_map<T>(&m.z, a.z, a.n, a.oh, a.ow, a.co, kPx, 1, false))))
+    return false;
   static const bool attr =
       cudaFuncSetAttribute(wgmma_rows_kernel<T, CB, CO>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) == cudaSuccess;
   if (!attr) return false;
