@@ -6,7 +6,7 @@
 #   bash docs/measurements/2026-12-04b/call4.sh   (device machine, repository root; carry .deps .whl)
 . scripts/device_call.sh
 {
-  [ -x "$PNP_CALL_BIN/pnp_bench" ] || build
+  if [ -x "$PNP_CALL_BIN/pnp_bench" ]; then . scripts/device_env.sh; else build; fi  # (the carried libraries' path)
   peer_env
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
     --format=csv,noheader -lms 20 >"$OUT/4_clocks.csv" 2>&1 &
