@@ -95,11 +95,12 @@ std::vector<double> time_on_stream_ms(const std::vector<std::function<void()>>& 
 
 // Whether pnp's kernel takes a layout from cuDNN's choice, by their times in the warm-up: unless
 // cuDNN's is faster by more than kPnpKernelMargin of pnp's. Why a margin: the timing runs each
-// rival a few times after idle gaps, the forward runs them back to back. On DRUNet 4096²'s fp32
-// 64-channel residual layer cuDNN's graph won the timing by 0.049, 0.126 and 0.149 ms
-// (0.8-2.4 %) in three cold compiles, and in those forwards it ran 6.48 ms a layer against the
-// rows kernel's 5.97 ms (H200, docs/measurements/2026-12-04). pnp's kernels ran within the
-// timing's spread of their timed speed in the forward.
+// rival a few times after idle gaps, at clocks the forward does not keep. The forward runs them
+// back to back, at the GPU's power limit for DRUNet 4096² on an H200 (a median 1455 MHz of
+// 1980: docs/measurements/2026-12-04b). On DRUNet 4096²'s fp32 64-channel residual layer cuDNN's
+// graph won the timing by 0.049, 0.126 and 0.149 ms (0.8-2.4 %) in three cold compiles, and in
+// those forwards it ran 6.48 ms a layer against the rows kernel's 5.97 ms
+// (docs/measurements/2026-12-04). A bigger lead (7 %) still goes to cuDNN.
 inline constexpr double kPnpKernelMargin = 0.03;
 inline bool pnp_kernel_wins(double pnp_ms, double cudnn_ms) { return pnp_ms < cudnn_ms * (1 + kPnpKernelMargin); }
 
