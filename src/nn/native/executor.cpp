@@ -643,8 +643,7 @@ class NativeImpl final : public NativeExecutor {
   // (time_on_stream_ms): the graph where one was built against the generic ops (generic_conv:
   // cuDNN's fused ops, or the convolution then add_; e.use when the graph is faster), and pnp's
   // kernel where one applies against the faster of those (e.pnp, within pnp_kernel_wins's
-  // margin). Without a graph and a kernel of
-  // pnp's nothing is timed: the generic ops run.
+  // margin). Without a graph and a kernel of pnp's nothing is timed: the generic ops run.
   void time_rivals(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
                 const std::vector<int64_t>& padding) {
     e.pnp_kernel = pnp_kernel(s, t, x, z, padding);
