@@ -14,7 +14,14 @@
   echo "entry: $entry"
   grep -a -E "^(layout|use|pnp|engine|graph_ms|generic_ms|pnp_ms) " "$entry" | cut -c1-160
   for arm in rows graph rows graph; do
-    if [ $arm = rows ]; then sed -i 's/^pnp no$/pnp yes/' "$entry"; else sed -i 's/^pnp yes$/pnp no/' "$entry"; fi
+    python3 - "$entry" $arm <<'PY'
+import sys
+p, arm = sys.argv[1], sys.argv[2]
+b = open(p, "rb").read()
+head, sep, plan = b.partition(b"\nplan_bytes ")  # the text header, then the plan's bytes
+new, old = (b"\npnp yes\n", b"\npnp no\n") if arm == "rows" else (b"\npnp no\n", b"\npnp yes\n")
+open(p, "wb").write(head.replace(old, new) + sep + plan)
+PY
     stamp "arm $arm: $(grep -a '^pnp ' "$entry")"
     nt 3_ab_$arm.log drunet 1 4096x4096 --native cfagbeGwp --cache /tmp/pc --profile 2
   done
