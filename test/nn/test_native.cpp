@@ -1117,6 +1117,12 @@ TEST_CASE("native: pnp's kernel keeps a layout unless cuDNN's is faster by more 
   CHECK_FALSE(native::pnp_kernel_wins(3.686, 3.464));
   CHECK_FALSE(native::pnp_kernel_wins(6.0 * (1 + native::kPnpKernelMargin) + 1e-9, 6.0));
   CHECK_FALSE(native::pnp_kernel_wins(std::numeric_limits<double>::quiet_NaN(), 6.0));  // not timed
+  // the rows kernel's wider margin: 2026-12-04b call 4's timing (cuDNN's graph 7 % ahead), kept
+  CHECK(native::kRowsKernelMargin > native::kPnpKernelMargin);
+  CHECK(native::kRowsKernelMargin < 0.10);
+  CHECK_FALSE(native::pnp_kernel_wins(6.283, 5.872));
+  CHECK(native::pnp_kernel_wins(6.283, 5.872, native::kRowsKernelMargin));
+  CHECK_FALSE(native::pnp_kernel_wins(6.0 * (1 + native::kRowsKernelMargin) + 1e-9, 6.0, native::kRowsKernelMargin));
 }
 #endif
 

@@ -662,7 +662,17 @@ class NativeImpl final : public NativeExecutor {
     }
     if (e.pnp_kernel == PnpKernel::none) return;
     e.pnp_ms = ms.back();
-    e.pnp = native::pnp_kernel_wins(e.pnp_ms, e.use ? e.graph_ms : e.generic_ms);
+    const double cudnn_ms = e.use ? e.graph_ms : e.generic_ms;
+    e.pnp = native::pnp_kernel_wins(e.pnp_ms, cudnn_ms, pnp_margin(e.pnp_kernel, t, x, padding));
+  }
+
+  // The margin pnp_kernel_wins gives a layout's kernel of pnp's: the rows kernel's is the wider one.
+  static double pnp_margin(PnpKernel k, const Bound& t, const at::Tensor& x, const std::vector<int64_t>& padding) {
+#ifdef PNP_HAVE_WGMMA_CONV
+    if (k == PnpKernel::hopper && native::wgmma_rows_applies(x, t.w, padding)) return native::kRowsKernelMargin;
+#endif
+    (void)k, (void)t, (void)x, (void)padding;
+    return native::kPnpKernelMargin;
   }
 
   // The plan cache's name for this network's list of layouts: what decides which layouts it
