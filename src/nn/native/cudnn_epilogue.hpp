@@ -94,7 +94,7 @@ double time_on_stream_ms(const std::function<void()>& fn, int reps = 3);
 std::vector<double> time_on_stream_ms(const std::vector<std::function<void()>>& fns, int reps = 3);
 
 // Whether pnp's kernel takes a layout from cuDNN's choice, by their times in the warm-up: unless
-// cuDNN's is faster by more than kPnpKernelMargin of pnp's. Why a margin: the timing runs each
+// cuDNN's time, raised by the margin (kPnpKernelMargin: 3 %), is still below pnp's. Why a margin: the timing runs each
 // rival a few times after idle gaps, at clocks the forward does not keep. The forward runs them
 // back to back, at the GPU's power limit for DRUNet 4096² on an H200 (a median 1455 MHz of
 // 1980: docs/measurements/2026-12-04b). On DRUNet 4096²'s fp32 64-channel residual layer cuDNN's
@@ -107,8 +107,8 @@ std::vector<double> time_on_stream_ms(const std::vector<std::function<void()>>& 
 // against 6.283 ms), yet in every forward measured the rows kernel was not the slower:
 //   - 5.97 against 6.48 ms a layer (2026-12-04);
 //   - about 6.26 against 6.29 ms (2026-12-04b call 1);
-//   - 5.79 against 6.33 ms with DRUNet 249.696 and 250.041 against 255.55 and 256.716 ms, the
-//     same plan cache with only that choice flipped (2026-12-04b call 5).
+//   - about 5.8 against 6.3 ms, DRUNet 249.696 and 250.041 against 255.55 and 256.716 ms, one
+//     machine and plan cache with only that choice flipped (2026-12-04b call 5).
 // The other kernels of pnp's keep 3 %: the tile kernel has lost whole networks it won layers of
 // (2026-12-02e).
 inline constexpr double kPnpKernelMargin = 0.03;
