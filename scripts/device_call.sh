@@ -17,6 +17,10 @@
 #   sweep NAME ARCHS CH SHAPE BACKENDS [DTYPE]
 #                                       pnp_bench on input/sweep.toml with those keys replaced, to
 #                                       $OUT/NAME.h5 (ARCHS and BACKENDS as TOML list items)
+#   clocks_start NAME / clocks_stop     the GPU's SM clock and power every 20 ms (nvidia-smi) into
+#                                       $OUT/NAME.csv meanwhile, then each busy stretch's medians
+#                                       (scripts/gpu_clocks.py): under a long forward an H200 sits at
+#                                       its power limit with its clock lowered (2026-12-04b)
 # The tree, .deps/ and .whl/ together pass the device tool's 64 MiB: a call that needs the build
 # and the peer runs as two, back to back on one machine (its build and .deps/root stay there).
 set -uo pipefail
@@ -74,4 +78,18 @@ sweep() {
     -e "s/^device = .*/device = \"$PNP_CALL_DEVICE\"/" input/sweep.toml >"/tmp/sweep_$name.toml"
   stamp "pnp_bench $name"
   timeout 200 "$PNP_CALL_BIN/pnp_bench" "/tmp/sweep_$name.toml" --output "$OUT/$name.h5" --force 2>&1 | tail -8
+}
+
+clocks_start() {
+  pnp_clocks_csv="$OUT/$1.csv"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
+    --format=csv,noheader -lms 20 >"$pnp_clocks_csv" 2>&1 &
+  pnp_clocks_pid=$!
+}
+
+clocks_stop() {
+  kill "$pnp_clocks_pid" 2>/dev/null
+  wait "$pnp_clocks_pid" 2>/dev/null
+  stamp "clocks: $(wc -l <"$pnp_clocks_csv") samples in $pnp_clocks_csv"
+  python3 scripts/gpu_clocks.py "$pnp_clocks_csv" "$@"
 }
