@@ -1104,6 +1104,66 @@ TEST_CASE("native: a layout's rivals timed interleaved, each round from the next
   CHECK(order == std::vector<int>{1, 1, 1});
 }
 
+TEST_CASE("native: a cuDNN graph's plans within its workspace cap; conv + residual + zero bias against float64 (CUDA)") {
+  // the cap: the output's bytes, at least kMinWorkspaceCap (layouts only: meta tensors)
+  native::EpilogueSpec m;
+  m.y = at::empty({1, 128, 2048, 2048}, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  CHECK(native::workspace_cap(m) == (int64_t(1) << 31));
+  m.y = at::empty({1, 64, 32, 40}, at::TensorOptions().dtype(at::kFloat).device(at::kMeta));
+  CHECK(native::workspace_cap(m) == native::kMinWorkspaceCap);
+  m.max_workspace = 0;
+  CHECK(native::workspace_cap(m) == 0);
+  if (!at::hasCUDA()) {
+    MESSAGE("no CUDA device: CUDA cases skipped");
+    return;
+  }
+  // DRUNet's residual layer in small: conv(x, w) + z, 64 channels, channels-last, and the same
+  // with the zero bias the executor gives such a graph (Bound::zero_b): both against float64
+  const at::Tensor x64 = test::rnd({1, 64, 32, 40}, 41), w64 = test::rnd({64, 64, 3, 3}, 42) / 24.0,
+                   z64 = test::rnd({1, 64, 32, 40}, 43);
+  const at::Tensor ref = at::conv2d(x64, w64, {}, 1, 1) + z64;
+  auto& ctx = at::globalContext();
+  const bool tf32 = ctx.allowTF32CuDNN();
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(c10::toString(dtype));
+    ctx.setAllowTF32CuDNN(dtype != at::kFloat);  // float32 exact to its rounding
+    auto dev = [&](const at::Tensor& t) {
+      return t.to(at::TensorOptions().dtype(dtype).device(at::kCUDA)).contiguous(at::MemoryFormat::ChannelsLast);
+    };
+    const at::Tensor x = dev(x64), w = dev(w64), z = dev(z64);
+    for (bool zero_bias : {false, true})
+      for (int64_t cap : {int64_t(-1), int64_t(0)}) {
+        CAPTURE(zero_bias);
+        CAPTURE(cap);
+        native::EpilogueSpec s;
+        s.x = x, s.w = w, s.z = z;
+        if (zero_bias) s.b = at::zeros({64}, x.options());
+        s.y = at::full_like(x, std::numeric_limits<double>::quiet_NaN());  // poisoned
+        s.stride = {1, 1}, s.padding = {1, 1};
+        s.tf32 = dtype != at::kFloat;
+        s.candidates = 3, s.precompiled = 2, s.max_workspace = cap;
+        std::unique_ptr<native::EpilogueConv> conv;
+        try {
+          conv = native::make_epilogue_conv(s);
+        } catch (const std::exception& e) {
+          // no plan within a zero cap: said so, never one over it
+          MESSAGE("no plan: " << e.what());
+          CHECK(cap == 0);
+          continue;
+        }
+        MESSAGE(std::string(c10::toString(dtype)) << (zero_bias ? " zero bias" : "") << " cap " << cap << ": "
+                                                  << conv->engine() << ", workspace " << conv->workspace_bytes());
+        CHECK(conv->workspace_bytes() <= native::workspace_cap(s));
+        at::Tensor ws = at::empty({std::max<int64_t>(1, conv->workspace_bytes())}, x.options().dtype(at::kByte));
+        at::Tensor y = at::full_like(x, std::numeric_limits<double>::quiet_NaN());
+        conv->run(x, w, z, zero_bias ? &s.b : nullptr, y, ws.data_ptr());
+        CHECK(y.abs().max().item<double>() > 0);
+        CHECK(rel_err(y, ref) < (dtype == at::kFloat ? 1e-5 : 2e-2));
+      }
+  }
+  ctx.setAllowTF32CuDNN(tf32);
+}
+
 TEST_CASE("native: pnp's kernel keeps a layout unless cuDNN's is faster by more than the margin (pnp_kernel_wins)") {
   CHECK(native::kPnpKernelMargin > 0);
   CHECK(native::kPnpKernelMargin < 0.05);  // a tie-break, not a handicap

@@ -75,22 +75,29 @@ class Impl final : public EpilogueConv {
         throw Error("cuDNN graph (conv + epilogue): plan " + std::to_string(s.index) + " is now " + engine_ + ", not " + s.engine);
       index_ = s.index;
       check(g_.get_workspace_size_plan_at_index(index_, workspace_), "get_workspace_size");
+      if (workspace_ > workspace_cap(s))
+        throw Error("cuDNN graph (conv + epilogue): plan " + std::to_string(s.index) + " (" + engine_ + ") wants " +
+                    std::to_string(workspace_) + " bytes of workspace, over the cap of " + std::to_string(workspace_cap(s)));
       return;
     }
     // the first plans of the heuristic order that build, and precompiled ones further on,
     // then (with several) the fastest
     std::vector<int64_t> built;
     std::string why;
-    int64_t i = 0;
-    for (; i < count && static_cast<int>(built.size()) < std::max(1, s.candidates); ++i) {
+    // built, and within the workspace cap
+    auto builds = [&](int64_t i) {
       fe::error_t e = g_.build_plan_at_index(h, i);
-      if (e.is_good())
-        built.push_back(i);
-      else if (why.empty())
-        why = e.get_message();
-    }
+      int64_t bytes = 0;
+      if (e.is_good()) e = g_.get_workspace_size_plan_at_index(i, bytes);
+      if (e.is_good() && bytes <= workspace_cap(s)) return true;
+      if (why.empty()) why = e.is_bad() ? e.get_message() : "workspace " + std::to_string(bytes) + " bytes over the cap";
+      return false;
+    };
+    int64_t i = 0;
+    for (; i < count && static_cast<int>(built.size()) < std::max(1, s.candidates); ++i)
+      if (builds(i)) built.push_back(i);
     for (int64_t j : precompiled_from(i, s.precompiled))
-      if (g_.build_plan_at_index(h, j).is_good()) built.push_back(j);
+      if (builds(j)) built.push_back(j);
     if (built.empty()) throw Error("cuDNN graph (conv + epilogue): no plan of " + std::to_string(count) + " builds: " + why);
     index_ = built[0];
     if (built.size() > 1) {

@@ -65,6 +65,11 @@ struct Bound {
   // residual add without a ReLU (cudnn_epilogues), any convolution (cudnn_graph_convs);
   // epilogue_used: it did in the warm-up (chosen by timing, or forced)
   bool epilogue = false, epilogue_used = false;
+  // A conv + residual graph's bias where the IR's conv has none: zeros. cuDNN's precompiled conv +
+  // residual + bias + activation engines (eng41, eng51 on an H200) take that graph; the graph of
+  // conv + residual alone had only engines it compiles at run time (eng4), 0.4 s to build each
+  // and slower (docs/measurements/2026-12-04c)
+  at::Tensor zero_b;
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up. One with few input or
   // (2 to 4) output channels may run as pnp's head or tail kernel (the same option; chosen by
@@ -235,6 +240,8 @@ class NativeImpl final : public NativeExecutor {
         // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
         if (t.cudnn && !t.b.defined())
           t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
+        if (t.epilogue && s.z >= 0 && !t.has_bias)
+          t.zero_b = t.b.defined() ? t.b : at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
       } else if (s.kind == StepKind::conv_transpose) {
         at::Tensor W, B;
         folded(W, B);
@@ -421,20 +428,25 @@ class NativeImpl final : public NativeExecutor {
     }
     if (!e.use) return {};
     if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return {};  // (grown when chosen)
-    e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
+    e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t, z), y, ws_.defined() ? ws_.data_ptr() : nullptr);
     t.epilogue_used = t.epilogue_used || validating_ || from_cache_capture_;
     return y;
   }
 
-  // The bias a step's graph adds: the IR's (not the zero bias made for cuDNN's fused ops).
-  static const at::Tensor* graph_bias(const Bound& t) { return t.has_bias ? &t.b : nullptr; }
+  // The bias of the IR's conv (not the zero bias made for cuDNN's fused ops): what pnp's kernels add.
+  static const at::Tensor* ir_bias(const Bound& t) { return t.has_bias ? &t.b : nullptr; }
 
-  // A layout's key (the plan cache's too): the epilogue, the tensors' sizes and strides, stride,
-  // padding. The first form (conv + z, no ReLU) is the one cache entries had before every
-  // convolution could be a graph, so those stay valid.
+  // The bias a step's cuDNN graph adds: the IR's, else with a residual the zero bias (Bound::zero_b).
+  static const at::Tensor* graph_bias(const Bound& t, const at::Tensor* z) {
+    if (t.has_bias) return &t.b;
+    return z && t.zero_b.defined() ? &t.zero_b : nullptr;
+  }
+
+  // A layout's key (the plan cache's too): the epilogue (a zero bias where the graph adds one,
+  // Bound::zero_b), the tensors' sizes and strides, stride, padding.
   static std::string layout_key(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
                                 const at::Tensor& y, const std::vector<int64_t>& padding) {
-    std::string key = graph_bias(t) ? "bias " : "";
+    std::string key = t.has_bias ? "bias " : graph_bias(t, z) ? "zero-bias " : "";
     if (!z) key += "no-residual ";
     if (s.relu) key += "relu ";
     for (const at::Tensor* a : std::initializer_list<const at::Tensor*>{&x, &t.w, z, &y})
@@ -472,6 +484,8 @@ class NativeImpl final : public NativeExecutor {
                               // which layouts pnp's kernels take (2: the head and tail kernels too), so an
                               // entry timed without a kernel is not kept once one applies
                               " pnp_kernels=2" +
+                              // a conv + residual graph with no bias of the IR's adds a zero one (Bound::zero_b)
+                              " residual_graphs=zero_bias" +
                               // the generic ops a graph was timed against ran on ATen's benchmark or on its heuristics
                               (aten_benchmark() ? " aten_benchmark=1" : ""));
     if (!plan_cache_) plan_cache_.emplace();
@@ -484,7 +498,7 @@ class NativeImpl final : public NativeExecutor {
     native::EpilogueSpec spec;
     spec.x = x, spec.w = t.w, spec.y = y;
     if (z) spec.z = *z;
-    if (graph_bias(t)) spec.b = t.b;
+    if (const at::Tensor* b = graph_bias(t, z)) spec.b = *b;
     spec.relu = s.relu;
     spec.stride = s.stride, spec.padding = padding;
     spec.tf32 = at::globalContext().allowTF32CuDNN();
@@ -590,7 +604,7 @@ class NativeImpl final : public NativeExecutor {
       void* ws = ws_.defined() ? ws_.data_ptr() : nullptr;
       std::vector<std::function<void()>> runs;
       for (const auto& c : built)
-        runs.push_back([&] { c.conv->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws); });
+        runs.push_back([&] { c.conv->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t, z), y, ws); });
       const std::vector<double> ms = native::time_on_stream_ms(runs);
       e.graph = built[std::min_element(ms.begin(), ms.end()) - ms.begin()].conv;
     }
@@ -623,16 +637,16 @@ class NativeImpl final : public NativeExecutor {
   void run_pnp(PnpKernel k, const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
                const std::vector<int64_t>& padding) const {
     if (k == PnpKernel::few_in) {
-      native::few_in_conv(x, t.w, graph_bias(t), z, s.relu, padding, &y);
+      native::few_in_conv(x, t.w, ir_bias(t), z, s.relu, padding, &y);
       return;
     }
     if (k == PnpKernel::few_out) {
-      native::few_out_conv(x, t.w, graph_bias(t), z, s.relu, padding, &y);
+      native::few_out_conv(x, t.w, ir_bias(t), z, s.relu, padding, &y);
       return;
     }
 #ifdef PNP_HAVE_WGMMA_CONV
     if (k == PnpKernel::hopper) {
-      native::wgmma_conv(x, t.w, graph_bias(t), z, s.relu, padding, {}, &y);
+      native::wgmma_conv(x, t.w, ir_bias(t), z, s.relu, padding, {}, &y);
       return;
     }
 #endif
@@ -651,7 +665,7 @@ class NativeImpl final : public NativeExecutor {
     std::vector<std::function<void()>> runs{[&] { generic_conv(s, t, x, z, padding); }};
     if (e.graph)
       runs.push_back([&] {
-        e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
+        e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t, z), y, ws_.defined() ? ws_.data_ptr() : nullptr);
       });
     if (e.pnp_kernel != PnpKernel::none) runs.push_back([&] { run_pnp(e.pnp_kernel, s, t, x, z, y, padding); });
     const std::vector<double> ms = native::time_on_stream_ms(runs);
