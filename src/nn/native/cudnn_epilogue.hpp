@@ -39,10 +39,11 @@ struct EpilogueSpec {
   // the plan's name is not that (cuDNN's order changed).
   int64_t index = -1;
   std::string engine;
-  // Plans that need more workspace than this many bytes are not built (-1: y's bytes, at least
-  // kMinWorkspaceCap). cuDNN's heuristic order for conv + residual + bias in float32 holds
-  // engines (eng26) that want 4.3 GB, twice the output, at DRUNet 4096²'s 128-channel level
-  // (docs/measurements/2026-12-04c): every candidate built grows the executor's one workspace.
+  // Plans that need more workspace than this many bytes are not built (-1: a 16th of y's bytes,
+  // at least kMinWorkspaceCap). cuDNN's heuristic order for conv + residual + bias in float32
+  // holds engines (eng26) that want 4.3 GB, twice the output, at DRUNet 4096²'s 128-channel level,
+  // where the fastest plans want 2.1 MB (docs/measurements/2026-12-04c): every candidate built
+  // grows the executor's one workspace.
   int64_t max_workspace = -1;
 };
 
@@ -51,7 +52,7 @@ inline constexpr int64_t kMinWorkspaceCap = int64_t(64) << 20;
 // The workspace cap of a spec (EpilogueSpec::max_workspace).
 inline int64_t workspace_cap(const EpilogueSpec& s) {
   if (s.max_workspace >= 0) return s.max_workspace;
-  return std::max<int64_t>(kMinWorkspaceCap, s.y.defined() ? static_cast<int64_t>(s.y.nbytes()) : 0);
+  return std::max<int64_t>(kMinWorkspaceCap, s.y.defined() ? static_cast<int64_t>(s.y.nbytes()) / 16 : 0);
 }
 
 class EpilogueConv {

@@ -65,10 +65,10 @@ struct Bound {
   // residual add without a ReLU (cudnn_epilogues), any convolution (cudnn_graph_convs);
   // epilogue_used: it did in the warm-up (chosen by timing, or forced)
   bool epilogue = false, epilogue_used = false;
-  // A conv + residual graph's bias where the IR's conv has none: zeros. cuDNN's precompiled conv +
-  // residual + bias + activation engines (eng41, eng51 on an H200) take that graph; the graph of
-  // conv + residual alone had only engines it compiles at run time (eng4), 0.4 s to build each
-  // and slower (docs/measurements/2026-12-04c)
+  // The bias of a graph with an epilogue (residual add or ReLU) where the IR's conv has none:
+  // zeros. cuDNN's precompiled conv (+ residual) + bias (+ ReLU) engines (eng41, eng51 on an
+  // H200) take those graphs; conv + residual alone, and conv + ReLU, had only engines that cuDNN
+  // compiles at run time (eng4): 0.4-0.8 s to build each, and slower (docs/measurements/2026-12-04c)
   at::Tensor zero_b;
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up. One with few input or
@@ -240,7 +240,7 @@ class NativeImpl final : public NativeExecutor {
         // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
         if (t.cudnn && !t.b.defined())
           t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
-        if (t.epilogue && s.z >= 0 && !t.has_bias)
+        if (t.epilogue && (s.z >= 0 || s.relu) && !t.has_bias)
           t.zero_b = t.b.defined() ? t.b : at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
       } else if (s.kind == StepKind::conv_transpose) {
         at::Tensor W, B;
@@ -428,7 +428,7 @@ class NativeImpl final : public NativeExecutor {
     }
     if (!e.use) return {};
     if (e.graph->workspace_bytes() > (ws_.defined() ? ws_.numel() : 0)) return {};  // (grown when chosen)
-    e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t, z), y, ws_.defined() ? ws_.data_ptr() : nullptr);
+    e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
     t.epilogue_used = t.epilogue_used || validating_ || from_cache_capture_;
     return y;
   }
@@ -436,17 +436,18 @@ class NativeImpl final : public NativeExecutor {
   // The bias of the IR's conv (not the zero bias made for cuDNN's fused ops): what pnp's kernels add.
   static const at::Tensor* ir_bias(const Bound& t) { return t.has_bias ? &t.b : nullptr; }
 
-  // The bias a step's cuDNN graph adds: the IR's, else with a residual the zero bias (Bound::zero_b).
-  static const at::Tensor* graph_bias(const Bound& t, const at::Tensor* z) {
+  // The bias a step's cuDNN graph adds: the IR's, else the zero bias of a graph with an epilogue
+  // (Bound::zero_b).
+  static const at::Tensor* graph_bias(const Bound& t) {
     if (t.has_bias) return &t.b;
-    return z && t.zero_b.defined() ? &t.zero_b : nullptr;
+    return t.zero_b.defined() ? &t.zero_b : nullptr;
   }
 
   // A layout's key (the plan cache's too): the epilogue (a zero bias where the graph adds one,
   // Bound::zero_b), the tensors' sizes and strides, stride, padding.
   static std::string layout_key(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
                                 const at::Tensor& y, const std::vector<int64_t>& padding) {
-    std::string key = t.has_bias ? "bias " : graph_bias(t, z) ? "zero-bias " : "";
+    std::string key = t.has_bias ? "bias " : graph_bias(t) ? "zero-bias " : "";
     if (!z) key += "no-residual ";
     if (s.relu) key += "relu ";
     for (const at::Tensor* a : std::initializer_list<const at::Tensor*>{&x, &t.w, z, &y})
@@ -484,8 +485,8 @@ class NativeImpl final : public NativeExecutor {
                               // which layouts pnp's kernels take (2: the head and tail kernels too), so an
                               // entry timed without a kernel is not kept once one applies
                               " pnp_kernels=2" +
-                              // a conv + residual graph with no bias of the IR's adds a zero one (Bound::zero_b)
-                              " residual_graphs=zero_bias" +
+                              // a graph with an epilogue and no bias of the IR's adds a zero one (Bound::zero_b)
+                              " epilogue_graphs=zero_bias" +
                               // the generic ops a graph was timed against ran on ATen's benchmark or on its heuristics
                               (aten_benchmark() ? " aten_benchmark=1" : ""));
     if (!plan_cache_) plan_cache_.emplace();
@@ -498,7 +499,7 @@ class NativeImpl final : public NativeExecutor {
     native::EpilogueSpec spec;
     spec.x = x, spec.w = t.w, spec.y = y;
     if (z) spec.z = *z;
-    if (const at::Tensor* b = graph_bias(t, z)) spec.b = *b;
+    if (const at::Tensor* b = graph_bias(t)) spec.b = *b;
     spec.relu = s.relu;
     spec.stride = s.stride, spec.padding = padding;
     spec.tf32 = at::globalContext().allowTF32CuDNN();
@@ -604,7 +605,7 @@ class NativeImpl final : public NativeExecutor {
       void* ws = ws_.defined() ? ws_.data_ptr() : nullptr;
       std::vector<std::function<void()>> runs;
       for (const auto& c : built)
-        runs.push_back([&] { c.conv->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t, z), y, ws); });
+        runs.push_back([&] { c.conv->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws); });
       const std::vector<double> ms = native::time_on_stream_ms(runs);
       e.graph = built[std::min_element(ms.begin(), ms.end()) - ms.begin()].conv;
     }
@@ -665,7 +666,7 @@ class NativeImpl final : public NativeExecutor {
     std::vector<std::function<void()>> runs{[&] { generic_conv(s, t, x, z, padding); }};
     if (e.graph)
       runs.push_back([&] {
-        e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t, z), y, ws_.defined() ? ws_.data_ptr() : nullptr);
+        e.graph->run(x, t.w, z ? *z : at::Tensor(), graph_bias(t), y, ws_.defined() ? ws_.data_ptr() : nullptr);
       });
     if (e.pnp_kernel != PnpKernel::none) runs.push_back([&] { run_pnp(e.pnp_kernel, s, t, x, z, y, padding); });
     const std::vector<double> ms = native::time_on_stream_ms(runs);
