@@ -68,7 +68,7 @@ struct Bound {
   // The bias of a graph with an epilogue (residual add or ReLU) where the IR's conv has none:
   // zeros. cuDNN's precompiled conv (+ residual) + bias (+ ReLU) engines (eng41, eng51 on an
   // H200) take those graphs; conv + residual alone, and conv + ReLU, had only engines that cuDNN
-  // compiles at run time (eng4): 0.4-0.8 s to build each, and slower (docs/measurements/2026-12-04c)
+  // compiles at run time (eng4): 0.35-0.61 s to build each, and slower (docs/measurements/2026-12-04c)
   at::Tensor zero_b;
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up. One with few input or
