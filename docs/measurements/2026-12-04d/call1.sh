@@ -2,6 +2,9 @@
 # Device call 1 of 2026-12-04d: the rows kernel's register epilogue on channel pairs (the weights
 # loaded in the paired order, weight_map_pairs: one 8-byte residual load and store per pixel where
 # there were two 4-byte ones), checked and timed, A/B against f46b7e5's kernel files swapped in.
+# Ran at 0ee3fc4 (the pairs, reverted after this call), with the kernel files before them beside it:
+#   git show f46b7e5:src/nn/native/wgmma_sm90.cuh > docs/measurements/2026-12-04d/ab/wgmma_sm90_f46b7e5.cuh
+#   git show f46b7e5:src/nn/native/wgmma_rows_kernels.cu > docs/measurements/2026-12-04d/ab/wgmma_rows_kernels_f46b7e5.cu
 #   bash docs/measurements/2026-12-04d/call1.sh   (device machine, repository root; carry .deps)
 # - test_native's Hopper case (the rows kernel against float64, outputs poisoned with NaN);
 # - A/B, each a cold compile, profiled: DRUNet 1 ch 4096² fp32, DnCNN 3 ch 2048² fp32, then the

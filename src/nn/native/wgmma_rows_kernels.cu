@@ -30,9 +30,7 @@
 // stores were). DRUNet 4096²'s 64-channel layers in bf16 went from 4.253 to 1.684 ms with a
 // residual and from 2.271 to 1.521 ms without (warm-up timings on one H200, 2026-12-03e). In float32
 // the weights (144 KiB) and two stages leave 16 KiB, too little for a residual row (64 KiB),
-// and the epilogue stays in the registers (row_start, row_end). There the weights come in the
-// paired order (weight_map_pairs), which gives each thread two adjacent channels of a pixel:
-// one 8-byte load or store where there were two of 4 bytes 32 bytes apart.
+// and the epilogue stays in the registers (row_start, row_end).
 #include "wgmma_conv_kernels.hpp"
 #include "wgmma_rows_walk.hpp"
 #include "wgmma_sm90.cuh"
@@ -305,16 +303,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t normal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
       Barrier::arrive_and_expect_tx(w_full, L::kWBytes);
       for (int t = 0; t < kTaps; ++t)
-        for (int c = 0; c < CB; ++c) {
-          uint8_t* dst = s_w + (t * CB + c) * kABytes;
-          if constexpr (L::kSmemEpi) {
-            cute::SM90_TMA_LOAD_2D::copy(&m.w, w_full, keep, dst, t * CB * kBk + c * kBk, co0);
-          } else {  // the paired order of the register epilogue (weight_map_pairs): 8 boxes of 8 rows
-            for (int g = 0; g < 8; ++g)
-              cute::SM90_TMA_LOAD_3D::copy(&m.w, w_full, keep, dst + (16 * (g >> 1) + 8 * (g & 1)) * kRow,
-                                           t * CB * kBk + c * kBk, g & 1, (co0 + 16 * (g >> 1)) / 2);
-          }
-        }
+        for (int c = 0; c < CB; ++c)
+          cute::SM90_TMA_LOAD_2D::copy(&m.w, w_full, keep, s_w + (t * CB + c) * kABytes, t * CB * kBk + c * kBk, co0);
       constexpr uint32_t b_bytes = (kPx + 2) * kRow;
       const T* z = static_cast<const T*>(p.out.z);
       int it = 0, iz = 0;
@@ -403,9 +393,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   if (grid <= 0 || grid > INT_MAX) return false;
 
   Maps m{};
-  const bool weights = L::kSmemEpi ? weight_map<T>(&m.w, a.w, a.co, 3, 3, a.ci, a.round_tf32)
-                                   : weight_map_pairs<T>(&m.w, a.w, a.co, 3, 3, a.ci, a.round_tf32);
-  if (!weights ||
+  if (!weight_map<T>(&m.w, a.w, a.co, 3, 3, a.ci, a.round_tf32) ||
       !input_map<T>(&m.x, a.x, a.n, a.h, a.w_in, a.ci, kPx, 1, a.round_tf32) ||
       !input_map<T>(&m.tail, a.x, a.n, a.h, a.w_in, a.ci, 2, 1, a.round_tf32))
     return false;

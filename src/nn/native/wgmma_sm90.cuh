@@ -165,83 +165,57 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
 // them). Thread (warp w, lane l) holds channels 16w + l/4 (+ 8) of pixels 8j + 2(l%4) (+ 1):
 // acc[4j + 2i + e] is pixel 8j + 2(l%4) + e, channel + 8i.
 //
-// The rows kernel's register epilogue (wgmma_rows_kernels.cu) on weights loaded in the paired
-// order (weight_map_pairs): accumulator row 16w + 8i + r holds channel 16w + 2r + i, so thread
-// (warp w, lane l) holds the adjacent channels c = co0 + 16w + 2(l/4) and c + 1 of pixels
-// 8j + 2(l%4) (+ 1): acc[4j + 2i + e] is pixel 8j + 2(l%4) + e, channel c + i. Each pixel's
-// pair moves as one 8-byte (float32) or 4-byte (bf16) access, half the loads and stores of
-// channels c and c + 8 one at a time (which cost DRUNet 4096²'s fp32 64-channel layers with a
-// residual 5.971 against 4.149 ms without one: H200, 2026-12-03d).
-//
 // row_start: the accumulators' start, bias + residual (`with_z`), before the row's first
 // products: all of a thread's loads in flight at once, into the accumulators themselves, while
-// the step's other products run. row_end: the row's store, ReLU'd if asked; pixels outside the
-// output are not stored.
-// row_bias: thread (warp w, lane l)'s two bias values in the standard order (no pairs),
-// channels c = co0 + 16w + l/4 and c + 8 (0 without a bias): the rows kernel's shared-memory
-// row_start's.
+// the step's other products run. (The residual still costs DRUNet's 64-channel layers at 4096²
+// 5.971 against 4.149 ms in fp32; as an epilogue with the next 16 pixels' loads in flight it
+// was 5.967 ms, with 8 pixels' loads at a time 6.872 ms: H200, 2026-12-03d. In bf16 it cost
+// 4.154 against 1.909 ms; the rows kernel's bf16 epilogue now goes through shared memory and
+// the bulk copy engine instead: 1.684 against 1.521 ms on one H200, 2026-12-03e.)
+//
+// row_bias: thread (warp w, lane l)'s two bias values, channels c = co0 + 16w + l/4 and c + 8
+// (0 without a bias); row_start's, and the rows kernel's shared-memory row_start's.
 template <class T>
 __device__ __forceinline__ void row_bias(const TileOut& p, int wg_tid, int co0, float& b0, float& b8) {
   const int c = co0 + 16 * (wg_tid >> 5) + ((wg_tid & 31) >> 2);
   const T* bias = static_cast<const T*>(p.b);
   b0 = bias ? to_f(bias[c]) : 0.f, b8 = bias ? to_f(bias[c + 8]) : 0.f;
 }
-
-template <class T>
-struct Pair;
-template <>
-struct Pair<float> {
-  using V = float2;
-  static __device__ __forceinline__ float2 get(V v) { return v; }
-  static __device__ __forceinline__ V make(float a, float b) { return make_float2(a, b); }
-};
-template <>
-struct Pair<__nv_bfloat16> {
-  using V = __nv_bfloat162;
-  static __device__ __forceinline__ float2 get(V v) { return __bfloat1622float2(v); }
-  static __device__ __forceinline__ V make(float a, float b) { return __floats2bfloat162_rn(a, b); }
-};
-__device__ __forceinline__ int pair_channel(int wg_tid, int co0) { return co0 + 16 * (wg_tid >> 5) + 2 * ((wg_tid & 31) >> 2); }
-
 template <class T, int CO, int N>
 __device__ __forceinline__ void row_start(float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
                                           int img, bool with_z) {
-  using V = typename Pair<T>::V;
-  const int l = wg_tid & 31, c = pair_channel(wg_tid, co0);
-  const float2 b = p.b ? Pair<T>::get(*reinterpret_cast<const V*>(static_cast<const T*>(p.b) + c)) : make_float2(0.f, 0.f);
+  const int w = wg_tid >> 5, l = wg_tid & 31;
+  const int c = co0 + 16 * w + (l >> 2);
+  float b0, b8;
+  row_bias<T>(p, wg_tid, co0, b0, b8);
   if (with_z && p.z) {
     const T* z = static_cast<const T*>(p.z) + ((static_cast<size_t>(img) * p.oh + o) * p.ow + ow0 + 2 * (l & 3)) * CO + c;
     const int n = p.ow - ow0 - 2 * (l & 3);  // this thread's pixels 0, 1, 8, 9, ... lie in the image below n
 #pragma unroll
-    for (int a = 0; a < N; a += 4)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int q = 2 * a + e;
-        const float2 v = q < n ? Pair<T>::get(*reinterpret_cast<const V*>(z + q * CO)) : make_float2(0.f, 0.f);
-        acc[a + e] = b.x + v.x, acc[a + 2 + e] = b.y + v.y;
-      }
+    for (int a = 0; a < N; ++a) {
+      const int q = 8 * (a >> 2) + (a & 1), i = (a >> 1) & 1;
+      acc[a] = (i ? b8 : b0) + (q < n ? to_f(z[q * CO + 8 * i]) : 0.f);
+    }
   } else {
 #pragma unroll
-    for (int a = 0; a < N; ++a) acc[a] = (a >> 1) & 1 ? b.y : b.x;
+    for (int a = 0; a < N; ++a) acc[a] = (a >> 1) & 1 ? b8 : b0;
   }
 }
 
+// row_end: the row's store, ReLU'd if asked; pixels outside the output are not stored.
 template <class T, int CO, int N>
 __device__ __forceinline__ void row_end(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int o, int ow0,
                                         int img) {
-  using V = typename Pair<T>::V;
-  const int l = wg_tid & 31, c = pair_channel(wg_tid, co0);
+  const int w = wg_tid >> 5, l = wg_tid & 31;
+  const int c = co0 + 16 * w + (l >> 2);
   T* y = static_cast<T*>(p.y) + ((static_cast<size_t>(img) * p.oh + o) * p.ow + ow0 + 2 * (l & 3)) * CO + c;
   const int n = p.ow - ow0 - 2 * (l & 3);
   const bool relu = p.relu;
-  auto act = [&](float v) { return relu ? fmaxf(v, 0.f) : v; };
 #pragma unroll
-  for (int a = 0; a < N; a += 4)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int q = 2 * a + e;
-      if (q < n) *reinterpret_cast<V*>(y + q * CO) = Pair<T>::make(act(acc[a + e]), act(acc[a + 2 + e]));
-    }
+  for (int a = 0; a < N; ++a) {
+    const int q = 8 * (a >> 2) + (a & 1), i = (a >> 1) & 1;
+    if (q < n) y[q * CO + 8 * i] = from_f<T>(relu ? fmaxf(acc[a], 0.f) : acc[a]);
+  }
 }
 #endif
 
@@ -278,18 +252,6 @@ inline bool weight_map(CUtensorMap* m, const void* w, int co, int kh, int kw, in
   const cuuint64_t d[2] = {k_total, static_cast<cuuint64_t>(co)}, s[1] = {k_total * es};
   const cuuint32_t b[2] = {static_cast<cuuint32_t>(kRow / es), kCo};
   return encode(m, Gmma<T>::type(round), 2, w, d, s, b);
-}
-// The weights in the rows kernel's paired order (row_start above): a 3D map [C_out / 2][2][K_h
-// K_w C_in] with boxes of 8 pairs x 1 x 128 bytes. The box at (k, i, (co0 + 16w) / 2) holds
-// channels co0 + 16w + 2r + i for r = 0..7: shared-memory rows 16w + 8i + r of the 64-row tile
-// (1 KiB apart, so the 128-byte swizzle is the 64-row box's).
-template <class T>
-inline bool weight_map_pairs(CUtensorMap* m, const void* w, int co, int kh, int kw, int ci, bool round) {
-  constexpr cuuint64_t es = sizeof(T);
-  const cuuint64_t k_total = static_cast<cuuint64_t>(kh) * kw * ci;
-  const cuuint64_t d[3] = {k_total, 2, static_cast<cuuint64_t>(co / 2)}, s[2] = {k_total * es, 2 * k_total * es};
-  const cuuint32_t b[3] = {static_cast<cuuint32_t>(kRow / es), 1, 8};
-  return encode(m, Gmma<T>::type(round), 3, w, d, s, b);
 }
 template <class T>
 inline bool input_map(CUtensorMap* m, const void* x, int n, int h, int w, int ci, int box_w, int box_h, bool round) {
