@@ -12,6 +12,8 @@
 #                                       older time: 2026-12-03e, call 3b), then rebuilt
 #   restore_source FILE [TARGET ...]    FILE back to this tree's version (kept by swap_source),
 #                                       touched and rebuilt
+#   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick),
+#                                       its log to $OUT/LOG, its failures and closing line printed
 #   peer_env                            the carried wheels (.whl) installed for deepinv's torch.compile
 #                                       arm and the venv's Python named for pnp_bench
 #   sweep NAME ARCHS CH SHAPE BACKENDS [DTYPE]
@@ -61,6 +63,16 @@ restore_source() {
   shift
   cp "/tmp/pnp_call_kept.$(basename "$file")" "$file" && touch "$file"
   build "$@"
+}
+
+gpu_check() {
+  local log=$1
+  shift
+  stamp "gpu_check $*"
+  timeout 360 scripts/gpu_check.sh --no-build --out /tmp/gc "$@" >/tmp/gc.out 2>&1
+  echo "gpu_check rc=$?"
+  cp /tmp/gc/gpu_check.log "$OUT/$log"
+  grep -E "FAIL|passed, " /tmp/gc/gpu_check.log | tail -8
 }
 
 peer_env() {

@@ -117,8 +117,11 @@ struct NativeOptions {
   int cudnn_benchmark_limit = -1;
   // The epilogue graphs' candidate plans built on threads, each in a graph of its own, while
   // the warm-up runs the two ops in their place; they are timed when built (at the latest in one
-  // more warm-up run). Off: built one after the other where each layout is first met, the
-  // warm-up waiting (most of a cold build is cuDNN compiling kernels on the CPU).
+  // more warm-up run). Where the warm-up meets a layout it waits for its builds, up to half a
+  // second in all, so that precompiled plans (milliseconds) run at once and the two ops' own
+  // outputs do not raise the compile's peak memory. Off: built one after the other where each
+  // layout is first met, the warm-up waiting (most of a cold build is cuDNN compiling kernels
+  // on the CPU).
   bool parallel_plan_builds = true;
   // Runs the halo nodes of a graph from with_layer_halos (kept by reference; it must outlive
   // the executor). Every warm-up call exchanges too, so all ranks compile together.

@@ -413,7 +413,8 @@ class NativeImpl final : public NativeExecutor {
       // its candidates are being built: the two ops run until they are all built (or until the
       // next warm-up run, which waits for them), then they are timed here, on these tensors
       if (!validating_) return {};
-      const bool ready = e.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      bool ready = e.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      if (!ready && warmup_run_ == e.run) ready = wait_for_builds(e);
       if (!ready && warmup_run_ == e.run) return {};
       decide_epilogue(key, e, s, t, x, z, y, padding);
     }
@@ -474,6 +475,22 @@ class NativeImpl final : public NativeExecutor {
     bool parallel = false;
     double build_s = 0, wait_s = 0;
   };
+
+  // In the warm-up run that met the layout: waits for its candidates' builds while the warm-up's
+  // budget for such waits lasts (kBuildWaitBudgetS), so that precompiled plans (built in
+  // milliseconds) are timed and run at once. The two ops that would run meanwhile allocate their
+  // own outputs outside the memory plan: DRUNet 1 ch 4096² fp32's cold compile peaked at 22.0 GB
+  // with them, 17.9 GB with serial builds (docs/measurements/2026-12-04c, call 5). The budget
+  // bounds what runtime-compiled plans (0.35-1.2 s each) can add to a compile.
+  bool wait_for_builds(Epilogue& e) {
+    if (build_wait_left_s_ <= 0) return false;
+    const auto t0 = std::chrono::steady_clock::now();
+    const bool ready = e.pending.wait_for(std::chrono::duration<double>(build_wait_left_s_)) == std::future_status::ready;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    build_wait_left_s_ -= waited;
+    e.wait_s += waited;  // (the note's "waited")
+    return ready;
+  }
 
   // The plan cache (NativeOptions::plan_cache_dir), made at the first layout it is asked for.
   native::PlanCache& plan_cache() {
@@ -590,7 +607,7 @@ class NativeImpl final : public NativeExecutor {
       e.build_s = std::max(e.build_s, c.seconds);
       if (c.conv) built.push_back(std::move(c));
     }
-    e.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
+    e.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_wait).count();
     if (built.empty()) {  // the serial search from the start (it also reaches past the candidates)
       try {
         e.graph = native::make_epilogue_conv(epilogue_spec(s, t, x, z, y, padding, 3));
@@ -1065,6 +1082,7 @@ class NativeImpl final : public NativeExecutor {
     if (opt_.cudnn_benchmark_limit >= 0) ctx.setBenchmarkLimitCuDNN(opt_.cudnn_benchmark_limit);
     try {
       validating_ = true;
+      build_wait_left_s_ = kBuildWaitBudgetS;
       // One more validating run while plans built in parallel are still to be timed (the
       // two ops ran in their place meanwhile).
       for (int i = 0, runs = std::max(1, opt_.warmup_calls); i < runs; ++i) {
@@ -1220,6 +1238,10 @@ class NativeImpl final : public NativeExecutor {
   bool captured_ = false, validating_ = false, warmed_ = false;
   bool from_cache_capture_ = false;  // capturing from the plan cache's list (capture_from_plan_cache)
   int warmup_run_ = 0;  // which warm-up run is running (epilogue_conv: parallel builds)
+  // What the warm-up may still wait for parallel builds where it meets their layouts
+  // (wait_for_builds): DRUNet 4096²'s candidates took 0.004-0.088 s a layout (2026-12-04d).
+  static constexpr double kBuildWaitBudgetS = 0.5;
+  double build_wait_left_s_ = kBuildWaitBudgetS;
   double compile_s_ = 0;
   std::vector<std::string> notes_;
 };
