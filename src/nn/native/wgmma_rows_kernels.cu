@@ -45,30 +45,38 @@ namespace {
 using namespace sm90;
 using namespace rows;
 
-constexpr int kConsumers = 2;                        // warpgroups: one per 128-pixel half
-constexpr int kThreads = 128 * (kConsumers + 1);     // + the loading warpgroup
 constexpr int kTaps = 9;
-constexpr int kLoadRegs = 24, kMmaRegs = 240;        // setmaxnreg: 24 + 2 x 240 <= 512 (3 x 168 at entry)
-constexpr int kHalf = kPx / 2;
+constexpr int kLoadRegs = 24, kMmaRegs = 240;        // setmaxnreg (two consumers): 24 + 2 x 240 <= 512 (3 x 168 at entry)
+constexpr int kHalf = kPx / 2;                       // pixels of one consumer warpgroup's rows
 
 constexpr int kChunkPx = 32;                         // pixels of one bulk store of a warpgroup's row
 constexpr int kChunkBytes = kChunkPx * kRow;         // 4 KiB
 
-template <class T, int CB>  // CB: 128-byte channel blocks of the input (1 or 2)
+template <class T, int CB, int NC>  // CB: 128-byte channel blocks of the input (1 or 2); NC: consumer warpgroups
 struct Layout {
+  static constexpr int kConsumers = NC;                 // one per 128-pixel half of the column
+  static constexpr int kThreads = 128 * (NC + 1);       // + the loading warpgroup
+  static constexpr int kCol = kHalf * NC;               // pixels of a column
   static constexpr int kWBytes = kTaps * CB * kABytes;  // 72 or 144 KiB of resident weights
   // input stages of one (row, block) each: a round of three steps uses each the same number of
-  // times, so a step's stages are known at compile time (wgmma_rows_walk.hpp)
+  // times, so a step's stages are known at compile time (wgmma_rows_walk.hpp); each holds the
+  // column and the 2 pixels beside it, in a whole number of KiB (the swizzle's 1024-byte atoms)
   static constexpr int kStages = round_stages(CB);
   static_assert(3 * CB % kStages == 0 && (3 * CB / kStages) % 2 == 1, "a round's stages");
-  // the epilogue in shared memory (bf16, one input block: see the top): the residual's row (256
-  // pixels x 64 channels, 32 KiB) and two 32-pixel staging chunks of each warpgroup's output
-  static constexpr bool kSmemEpi = sizeof(T) == 2 && CB == 1;
-  static constexpr int kZBytes = kSmemEpi ? kPx * kRow : 0;
-  static constexpr int kYBytes = kSmemEpi ? kConsumers * 2 * kChunkBytes : 0;
+  static constexpr int kStageBytes = NC == 2 ? kBBytes : (kCol + 8) * kRow;
+  // the residual through shared memory (see the top): bf16 with one input block (its row of 256
+  // pixels x 64 channels), float32 with one consumer (128 pixels x 64 channels, two 128-byte
+  // blocks); 32 KiB either way. The stores through shared memory: bf16 with one input block, two
+  // 32-pixel staging chunks of each warpgroup's output.
+  static constexpr bool kZSmem = (sizeof(T) == 2 && CB == 1) || (sizeof(T) == 4 && NC == 1);
+  static constexpr bool kYSmem = sizeof(T) == 2 && CB == 1;
+  static constexpr int kZBlocks = kCo * static_cast<int>(sizeof(T)) / kRow;  // of a pixel's 64 channels
+  static constexpr int kZBytes = kZSmem ? kZBlocks * kCol * kRow : 0;
+  static constexpr int kYBytes = kYSmem ? NC * 2 * kChunkBytes : 0;
   static constexpr int kBarriers = 2 * kStages + 1 + 2;  // full, empty, the weights', the residual's full and empty
-  static constexpr int kSmem = kWBytes + kStages * kBBytes + kZBytes + kYBytes + kBarriers * 8 + 1024;
+  static constexpr int kSmem = kWBytes + kStages * kStageBytes + kZBytes + kYBytes + kBarriers * 8 + 1024;
   static_assert(kSmem <= 227 * 1024, "shared memory of one CTA");
+  static_assert(kStageBytes % 1024 == 0 && kZBytes % 1024 == 0, "1024-byte aligned stages and residual");
 };
 
 struct Params {
@@ -111,9 +119,9 @@ __device__ __forceinline__ void fence(float (&a)[64]) {
   for (int q = 0; q < 64; ++q) cute::warpgroup_fence_operand(a[q]);
 }
 
-template <class T, int CB>
+template <class T, int CB, int NC>
 __device__ __forceinline__ void release(const Consumer& cs, int s) {
-  if (cs.wg_tid == 0) Barrier::arrive(&cs.full[Layout<T, CB>::kStages + s]);
+  if (cs.wg_tid == 0) Barrier::arrive(&cs.full[Layout<T, CB, NC>::kStages + s]);
 }
 
 // The epilogue through shared memory (Layout::kSmemEpi: bf16, 64 channels a pixel row of 128
@@ -152,6 +160,41 @@ __device__ __forceinline__ void row_start_shared(float (&acc)[N], const TileOut&
       acc[8 * n + 2 * m + 1] = bv + __uint_as_float(r[m] & 0xffff0000u);  // high half: the odd one
     }
   }
+}
+
+// row_start with the residual's row from shared memory in float32 (one consumer warpgroup, its
+// 128 pixels at z_base): two 128-byte blocks of 32 channels, each [pixel][128 bytes] in the
+// 128-byte swizzle as the bulk copy engine lays it out. Thread (warp w, lane l) reads channel
+// 16w + l/4 + 8i from block w/2, 16-byte chunk 4(w%2) + l/16 + 2i, word (l/4)%4 of pixel
+// 8j + 2(l%4) + e: for each (i, e) the warp's 32 reads fall in 8 distinct chunks of 4 pixel
+// rows, all 32 banks once.
+template <int N>
+__device__ __forceinline__ void row_start_shared_f32(float (&acc)[N], const TileOut& p, uint32_t z_base, int wg_tid,
+                                                     int co0, bool with_z) {
+  float b0, b8;
+  row_bias<float>(p, wg_tid, co0, b0, b8);
+  const int w = wg_tid >> 5, l = wg_tid & 31;
+  const int chunk = 4 * (w & 1) + (l >> 4);
+  uint32_t base[2][2];  // [i][e]: pixel 2(l%4) + e of the first 8, chunk + 2i swizzled
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int r = 2 * (l & 3) + e;
+      asm volatile("mov.b32 %0, %1;"  // (opaque, as in mma)
+                   : "=r"(base[i][e])
+                   : "r"(z_base + (w >> 1) * kHalf * kRow + r * kRow + (((chunk + 2 * i) ^ r) << 4) + 4 * ((l >> 2) & 3)));
+    }
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j)
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = 0.f;
+        if (with_z) asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(base[i][e] + j * 8 * kRow));
+        acc[4 * j + 2 * i + e] = (i ? b8 : b0) + v;
+      }
 }
 
 // row_end through shared memory: the row in chunks of 32 pixels (acc[16k .. 16k + 15]),
@@ -194,25 +237,25 @@ __device__ __forceinline__ void row_end_shared(const float (&acc)[N], const CUte
 // kernel row r's three taps of channel block c, from stage s, added to acc. The bases pass through
 // an opaque move, so that the compiler makes each descriptor where it is used: hoisted out of
 // the loop, the 100-odd loop-invariant descriptors spilled (ptxas -v: 640 bytes a thread).
-template <class T, int CB>
+template <class T, int CB, int NC>
 __device__ __forceinline__ void mma(const Consumer& cs, float (&acc)[64], int r, int c, int s) {
   uint32_t w_base, b_base;
   asm volatile("mov.b32 %0, %1;" : "=r"(w_base) : "r"(cs.w_base));
   asm volatile("mov.b32 %0, %1;" : "=r"(b_base) : "r"(cs.b_base));
 #pragma unroll
   for (int sx = 0; sx < 3; ++sx)
-    gmma_block<T>(smem_desc(w_base + ((r * 3 + sx) * CB + c) * kABytes), smem_desc(b_base + s * kBBytes + sx * kRow),
-                  acc, false);
+    gmma_block<T>(smem_desc(w_base + ((r * 3 + sx) * CB + c) * kABytes),
+                  smem_desc(b_base + s * Layout<T, CB, NC>::kStageBytes + sx * kRow), acc, false);
 }
 
 // Step P (of a round) of the walk at w: output row t - 2 of the run gets its kernel row 2 (in
 // a[(P + 1) % 3]), row t - 1 its row 1 (a[(P + 2) % 3]), row t its row 0 (a[P]), after row
 // t - 3 is stored from a[P] and a[P] restarted from row t's bias and residual (row_start). Both
 // run while the first two rows' products are in flight.
-template <class T, int CB, int CO, int P>
+template <class T, int CB, int CO, int NC, int P>
 __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[64], float (&a2)[64], const Walk& w,
                                      const TileOut& out, const CUtensorMap* tma_y, int co0, int ow_half) {
-  using L = Layout<T, CB>;
+  using L = Layout<T, CB, NC>;
   constexpr int kStages = L::kStages;
   float(&open2)[64] = pick<(P + 1) % 3>(a0, a1, a2);
   float(&open1)[64] = pick<(P + 2) % 3>(a0, a1, a2);
@@ -226,55 +269,56 @@ __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[
     fence(open2);
     fence(open1);
     cute::warpgroup_arrive();
-    mma<T, CB>(cs, open2, 2, c, s);
-    mma<T, CB>(cs, open1, 1, c, s);
+    mma<T, CB, NC>(cs, open2, 2, c, s);
+    mma<T, CB, NC>(cs, open1, 1, c, s);
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<1>();  // all but the products just issued: the stage before is free
-    if (cs.started) release<T, CB>(cs, (s + kStages - 1) % kStages);
+    if (cs.started) release<T, CB, NC>(cs, (s + kStages - 1) % kStages);
     cs.started = true;
     fence(next);
     if (c == 0) {
-      const int ow0 = w.r.col * kPx + ow_half;
-      if constexpr (L::kSmemEpi) {
-        if (store) row_end_shared(next, tma_y, cs, out.relu, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
-        if (out.z) {  // the residual's row: filled by the loader a step ahead; every step takes the slot
-          uint64_t* z_full = cs.full + 2 * kStages + 1;
-          Barrier::wait(z_full, consumer_phase(cs.round, P, 1));
-          row_start_shared(next, out, cs.b_base + kStages * kBBytes, cs.wg_tid, co0, w.starts());
-          Barrier::arrive(z_full + 1);  // every consumer thread: its reads are done
-        } else {
-          row_start<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t, ow0, w.r.img, false);
-        }
+      const int ow0 = w.r.col * L::kCol + ow_half;
+      if (store) {
+        if constexpr (L::kYSmem) row_end_shared(next, tma_y, cs, out.relu, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
+        else row_end<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
+      }
+      if (L::kZSmem && out.z) {  // the residual's row: filled by the loader a step ahead; every step takes the slot
+        uint64_t* z_full = cs.full + 2 * kStages + 1;
+        Barrier::wait(z_full, consumer_phase(cs.round, P, 1));
+        const uint32_t z_half = cs.b_base + kStages * L::kStageBytes;  // (this warpgroup's half of the column)
+        if constexpr (sizeof(T) == 2) row_start_shared(next, out, z_half, cs.wg_tid, co0, w.starts());
+        else row_start_shared_f32(next, out, z_half, cs.wg_tid, co0, w.starts());
+        Barrier::arrive(z_full + 1);  // every consumer thread: its reads are done
       } else {
-        if (store) row_end<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t - 3, ow0, w.r.img);
         row_start<T, CO>(next, out, cs.wg_tid, co0, w.r.h0 + w.t, ow0, w.r.img, w.starts());
       }
       fence(next);
     }
     cute::warpgroup_arrive();
-    mma<T, CB>(cs, next, 0, c, s);
+    mma<T, CB, NC>(cs, next, 0, c, s);
     cute::warpgroup_commit_batch();
   }
 }
 #endif
 
-template <class T, int CB, int CO>  // CO: the output's channels (64 or 128)
-__global__ void __launch_bounds__(kThreads, 1)
+template <class T, int CB, int CO, int NC>  // CO: the output's channels (64 or 128)
+__global__ void __launch_bounds__(Layout<T, CB, NC>::kThreads, 1)
     wgmma_rows_kernel(const __grid_constant__ Maps m, const Params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Layout<T, CB>;
+  using L = Layout<T, CB, NC>;
+  constexpr int kConsumers = L::kConsumers;
   constexpr int kStages = L::kStages;
   constexpr int kBk = kRow / static_cast<int>(sizeof(T));  // channels per block
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* s_w = smem;                 // [tap][block]: 64 x 128 bytes each
-  uint8_t* s_b = smem + L::kWBytes;    // [stage]: 264 x 128 bytes
-  uint8_t* s_z = s_b + kStages * kBBytes;  // the residual's row: 256 x 128 bytes (kSmemEpi)
-  uint8_t* s_y = s_z + L::kZBytes;         // [consumer][2]: 32 x 128 bytes (kSmemEpi)
+  uint8_t* s_b = smem + L::kWBytes;    // [stage]: kStageBytes, the column's pixels and the 2 beside it
+  uint8_t* s_z = s_b + kStages * L::kStageBytes;  // the residual's row: [block][pixel][128 bytes] (kZSmem)
+  uint8_t* s_y = s_z + L::kZBytes;                // [consumer][2]: 32 x 128 bytes (kYSmem)
   uint64_t* full = reinterpret_cast<uint64_t*>(s_y + L::kYBytes);
   uint64_t* empty = full + kStages;
   uint64_t* w_full = empty + kStages;
-  uint64_t* z_full = w_full + 1;  // (kSmemEpi with a residual) the residual's row loaded
+  uint64_t* z_full = w_full + 1;  // (kZSmem with a residual) the residual's row loaded
   uint64_t* z_empty = z_full + 1;  // ... and read by all consumer threads
   const int tid = static_cast<int>(threadIdx.x);
   const int wg = __shfl_sync(0xffffffff, tid / 128, 0);  // (warp-uniform, for setmaxnreg)
@@ -297,7 +341,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Grid grid{p.out.oh, p.tiles_w};
 
   if (wg == kConsumers) {  // the loading warpgroup: one thread issues every copy
-    cutlass::arch::warpgroup_reg_dealloc<kLoadRegs>();
+    if constexpr (NC == 2) cutlass::arch::warpgroup_reg_dealloc<kLoadRegs>();
     if (tid == 128 * kConsumers) {
       const uint64_t keep = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST);  // weights: every CTA's
       const uint64_t normal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
@@ -305,19 +349,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int t = 0; t < kTaps; ++t)
         for (int c = 0; c < CB; ++c)
           cute::SM90_TMA_LOAD_2D::copy(&m.w, w_full, keep, s_w + (t * CB + c) * kABytes, t * CB * kBk + c * kBk, co0);
-      constexpr uint32_t b_bytes = (kPx + 2) * kRow;
+      constexpr uint32_t b_bytes = (L::kCol + 2) * kRow;
       const T* z = static_cast<const T*>(p.out.z);
       int it = 0, iz = 0;
       for (Walk w(grid, u_begin, u_end); w.live;)
         for (int k = 0; k < 3; ++k, w.advance(grid)) {
           const Run& r = w.r;
-          const int ow0 = r.col * kPx, rho = w.input_row();
+          const int ow0 = r.col * L::kCol, rho = w.input_row();
           // the residual's rows into L2 two steps before row_start reads them (rows 0 to 2 of
           // a run at its first step): its loads wait on them with the products of one step
           // in flight
-          if (!L::kSmemEpi && z && w.live)
+          if (!L::kZSmem && z && w.live)
             for (int i = w.t == 0 ? 0 : w.t + 2; i <= w.t + 2 && i < r.len; ++i) {
-              const uint32_t z_bytes = static_cast<uint32_t>(min(kPx, p.out.ow - ow0) * CO * sizeof(T));
+              const uint32_t z_bytes = static_cast<uint32_t>(min(L::kCol, p.out.ow - ow0) * CO * sizeof(T));
               const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + r.h0 + i) * p.out.ow + ow0) * CO;
               asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
             }
@@ -327,13 +371,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             Barrier::arrive_and_expect_tx(&full[s], b_bytes);
             uint8_t* dst = s_b + s * kBBytes;
             cute::SM90_TMA_LOAD_4D::copy(&m.x, &full[s], normal, dst, c * kBk, ow0 - 1, rho, r.img);
-            cute::SM90_TMA_LOAD_4D::copy(&m.tail, &full[s], normal, dst + kPx * kRow, c * kBk, ow0 + kPx - 1, rho, r.img);
+            cute::SM90_TMA_LOAD_4D::copy(&m.tail, &full[s], normal, dst + L::kCol * kRow, c * kBk, ow0 + L::kCol - 1, rho,
+                                         r.img);
           }
-          if (L::kSmemEpi && z) {  // the residual's row for the row this step starts (none: the slot passes empty)
+          if (L::kZSmem && z) {  // the residual's row for the row this step starts (none: the slot passes empty)
             Barrier::wait(z_empty, (iz++ & 1) ^ 1);
             if (w.starts()) {
               Barrier::arrive_and_expect_tx(z_full, L::kZBytes);
-              cute::SM90_TMA_LOAD_4D::copy(&m.z, z_full, normal, s_z, co0, ow0, r.h0 + w.t, r.img);
+              for (int b = 0; b < L::kZBlocks; ++b)
+                cute::SM90_TMA_LOAD_4D::copy(&m.z, z_full, normal, s_z + b * L::kCol * kRow, co0 + b * kBk, ow0, r.h0 + w.t,
+                                             r.img);
             } else {
               Barrier::arrive(z_full);
             }
@@ -343,7 +390,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  cutlass::arch::warpgroup_reg_alloc<kMmaRegs>();
+  if constexpr (NC == 2) cutlass::arch::warpgroup_reg_alloc<kMmaRegs>();
   Consumer cs;
   cs.round = 0, cs.started = false;
   cs.wg_tid = tid % 128;
@@ -358,11 +405,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   Barrier::wait(w_full, 0);
   const int ow_half = wg * kHalf;
   for (Walk w(grid, u_begin, u_end); w.live;) {
-    step<T, CB, CO, 0>(cs, a0, a1, a2, w, p.out, &m.y, co0, ow_half);
+    step<T, CB, CO, NC, 0>(cs, a0, a1, a2, w, p.out, &m.y, co0, ow_half);
     w.advance(grid);
-    step<T, CB, CO, 1>(cs, a0, a1, a2, w, p.out, &m.y, co0, ow_half);
+    step<T, CB, CO, NC, 1>(cs, a0, a1, a2, w, p.out, &m.y, co0, ow_half);
     w.advance(grid);
-    step<T, CB, CO, 2>(cs, a0, a1, a2, w, p.out, &m.y, co0, ow_half);
+    step<T, CB, CO, NC, 2>(cs, a0, a1, a2, w, p.out, &m.y, co0, ow_half);
     w.advance(grid);
     ++cs.round;
     cute::warpgroup_wait<0>();  // nothing in flight at the loop's back edge (C7514 otherwise)
@@ -370,20 +417,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence(a1);
     fence(a2);
   }
-  if constexpr (L::kSmemEpi)  // the bulk stores done before the CTA's shared memory goes
+  if constexpr (L::kYSmem)  // the bulk stores done before the CTA's shared memory goes
     if (cs.wg_tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 #endif
 }
 
-template <class T, int CB, int CO>
+template <class T, int CB, int CO, int NC>
 bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
-  using L = Layout<T, CB>;
+  using L = Layout<T, CB, NC>;
   int dev = 0, sms = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
     return false;
   Params p{};
   p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, 7, 1, a.relu ? 1 : 0};  // each warpgroup's tile: 1 x 128
-  p.tiles_w = (a.ow + kPx - 1) / kPx;
+  p.tiles_w = (a.ow + L::kCol - 1) / L::kCol;
   const long long units = static_cast<long long>(a.n) * p.tiles_w * a.oh;
   if (units > INT_MAX) return false;
   p.units = static_cast<int>(units);
@@ -394,18 +441,17 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
 
   Maps m{};
   if (!weight_map<T>(&m.w, a.w, a.co, 3, 3, a.ci, a.round_tf32) ||
-      !input_map<T>(&m.x, a.x, a.n, a.h, a.w_in, a.ci, kPx, 1, a.round_tf32) ||
+      !input_map<T>(&m.x, a.x, a.n, a.h, a.w_in, a.ci, L::kCol, 1, a.round_tf32) ||
       !input_map<T>(&m.tail, a.x, a.n, a.h, a.w_in, a.ci, 2, 1, a.round_tf32))
     return false;
   // the epilogue's maps: the output [N][H][W][C_out] in 32-pixel chunks of one 64-channel block,
-  // the residual in rows of 256 pixels
-  if (L::kSmemEpi && (!input_map<T>(&m.y, a.y, a.n, a.oh, a.ow, a.co, kChunkPx, 1, false) ||
-                      (a.z && !input_map<T>(&m.z, a.z, a.n, a.oh, a.ow, a.co, kPx, 1, false))))
-    return false;
-  static const bool attr =
-      cudaFuncSetAttribute(wgmma_rows_kernel<T, CB, CO>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem) == cudaSuccess;
+  // the residual in rows of the column's pixels, 128 bytes of channels a box
+  if (L::kYSmem && !input_map<T>(&m.y, a.y, a.n, a.oh, a.ow, a.co, kChunkPx, 1, false)) return false;
+  if (L::kZSmem && a.z && !input_map<T>(&m.z, a.z, a.n, a.oh, a.ow, a.co, L::kCol, 1, false)) return false;
+  static const bool attr = cudaFuncSetAttribute(wgmma_rows_kernel<T, CB, CO, NC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                L::kSmem) == cudaSuccess;
   if (!attr) return false;
-  wgmma_rows_kernel<T, CB, CO><<<static_cast<unsigned>(grid), kThreads, L::kSmem, stream>>>(m, p);
+  wgmma_rows_kernel<T, CB, CO, NC><<<static_cast<unsigned>(grid), L::kThreads, L::kSmem, stream>>>(m, p);
   return cudaGetLastError() == cudaSuccess;
 }
 
@@ -425,11 +471,17 @@ bool launch_wgmma_rows(const WgmmaConvArgs& a, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   const bool two = a.ci == 2 * (a.bf16 ? 64 : 32), wide = a.co == 128;
   if (a.bf16) {
-    if (two) return wide ? launch<__nv_bfloat16, 2, 128>(a, s) : launch<__nv_bfloat16, 2, 64>(a, s);
-    return wide ? launch<__nv_bfloat16, 1, 128>(a, s) : launch<__nv_bfloat16, 1, 64>(a, s);
+    if (two) return wide ? launch<__nv_bfloat16, 2, 128, 2>(a, s) : launch<__nv_bfloat16, 2, 64, 2>(a, s);
+    return wide ? launch<__nv_bfloat16, 1, 128, 2>(a, s) : launch<__nv_bfloat16, 1, 64, 2>(a, s);
   }
-  if (two) return wide ? launch<float, 2, 128>(a, s) : launch<float, 2, 64>(a, s);
-  return wide ? launch<float, 1, 128>(a, s) : launch<float, 1, 64>(a, s);
+  // float32 with a residual: one consumer warpgroup, so that the residual's row fits in shared
+  // memory beside the weights (the top)
+  if (a.z) {
+    if (two) return wide ? launch<float, 2, 128, 1>(a, s) : launch<float, 2, 64, 1>(a, s);
+    return wide ? launch<float, 1, 128, 1>(a, s) : launch<float, 1, 64, 1>(a, s);
+  }
+  if (two) return wide ? launch<float, 2, 128, 2>(a, s) : launch<float, 2, 64, 2>(a, s);
+  return wide ? launch<float, 1, 128, 2>(a, s) : launch<float, 1, 64, 2>(a, s);
 }
 
 }  // namespace pnp::nn::native::kernels
