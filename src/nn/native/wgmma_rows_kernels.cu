@@ -4,7 +4,8 @@
 //
 // A 3 x 3 convolution, padding 1, of few input channels (one or two 128-byte blocks: 32 or 64
 // float32, 64 or 128 bf16). One persistent CTA per multiprocessor owns one 64-channel block of
-// the outputs and a run of consecutive output rows of one 256-pixel column of one image:
+// the outputs and a run of consecutive output rows of one 256-pixel column of one image (128
+// pixels with one consumer warpgroup, below):
 //   - its weights (9 taps x the input's blocks x 64 outputs: 144 KiB at most) are loaded once
 //     and stay in shared memory;
 //   - the input rows of its run stream through a ring of stages, each input row loaded once
@@ -30,7 +31,11 @@
 // stores were). DRUNet 4096²'s 64-channel layers in bf16 went from 4.253 to 1.684 ms with a
 // residual and from 2.271 to 1.521 ms without (warm-up timings on one H200, 2026-12-03e). In float32
 // the weights (144 KiB) and two stages leave 16 KiB, too little for a residual row (64 KiB),
-// and the epilogue stays in the registers (row_start, row_end).
+// and the epilogue stays in the registers (row_start, row_end). With one consumer warpgroup
+// (NC = 1, asked for by WgmmaConvArgs::one_consumer) a column is 128 pixels, its stages half
+// as big, and the residual's row (32 KiB) fits: the loader brings it a step ahead as in bf16
+// and row_start_shared_f32 reads it; the stores stay in the registers. Not yet the default: not
+// yet checked on a GPU (docs/measurements/2026-12-04d, call 4).
 #include "wgmma_conv_kernels.hpp"
 #include "wgmma_rows_walk.hpp"
 #include "wgmma_sm90.cuh"
@@ -369,7 +374,7 @@ __global__ void __launch_bounds__(Layout<T, CB, NC>::kThreads, 1)
             const int s = it % kStages;
             Barrier::wait(&empty[s], ((it / kStages) & 1) ^ 1);
             Barrier::arrive_and_expect_tx(&full[s], b_bytes);
-            uint8_t* dst = s_b + s * kBBytes;
+            uint8_t* dst = s_b + s * L::kStageBytes;
             cute::SM90_TMA_LOAD_4D::copy(&m.x, &full[s], normal, dst, c * kBk, ow0 - 1, rho, r.img);
             cute::SM90_TMA_LOAD_4D::copy(&m.tail, &full[s], normal, dst + L::kCol * kRow, c * kBk, ow0 + L::kCol - 1, rho,
                                          r.img);
@@ -474,9 +479,9 @@ bool launch_wgmma_rows(const WgmmaConvArgs& a, void* stream) {
     if (two) return wide ? launch<__nv_bfloat16, 2, 128, 2>(a, s) : launch<__nv_bfloat16, 2, 64, 2>(a, s);
     return wide ? launch<__nv_bfloat16, 1, 128, 2>(a, s) : launch<__nv_bfloat16, 1, 64, 2>(a, s);
   }
-  // float32 with a residual: one consumer warpgroup, so that the residual's row fits in shared
-  // memory beside the weights (the top)
-  if (a.z) {
+  // float32 with a residual, where asked (WgmmaConvArgs::one_consumer): one consumer warpgroup,
+  // so that the residual's row fits in shared memory beside the weights (the top)
+  if (a.z && a.one_consumer) {
     if (two) return wide ? launch<float, 2, 128, 1>(a, s) : launch<float, 2, 64, 1>(a, s);
     return wide ? launch<float, 1, 128, 1>(a, s) : launch<float, 1, 64, 1>(a, s);
   }
