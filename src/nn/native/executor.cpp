@@ -410,8 +410,9 @@ class NativeImpl final : public NativeExecutor {
     }
     Epilogue& e = it->second;
     if (e.pending.valid()) {
-      // its candidates are being built: the two ops run until they are all built (or until the
-      // next warm-up run, which waits for them), then they are timed here, on these tensors
+      // its candidates are being built: the warm-up that met the layout waits for them within its
+      // budget (wait_for_builds), else the two ops run until they are all built (or until the
+      // next warm-up run, which waits for them); then they are timed here, on these tensors
       if (!validating_) return {};
       bool ready = e.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
       if (!ready && warmup_run_ == e.run) ready = wait_for_builds(e);

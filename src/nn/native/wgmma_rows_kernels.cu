@@ -24,7 +24,7 @@
 // own or serialises them (C7514), and a store waits for all of the step's products.
 //
 // In bf16 with one input block (64 channels), the weights and stages leave room for the epilogue
-// in shared memory (Layout::kSmemEpi): the loader brings each row's residual a step ahead with
+// in shared memory (Layout::kZSmem, kYSmem): the loader brings each row's residual a step ahead with
 // the bulk copy engine, the consumers read it with transposing matrix loads (8 a thread, where
 // row_start's 64 scattered global loads were), and write their rows with transposing matrix
 // stores into 32-pixel staging chunks that bulk copies store (where row_end's 64 scattered
@@ -129,7 +129,7 @@ __device__ __forceinline__ void release(const Consumer& cs, int s) {
   if (cs.wg_tid == 0) Barrier::arrive(&cs.full[Layout<T, CB, NC>::kStages + s]);
 }
 
-// The epilogue through shared memory (Layout::kSmemEpi: bf16, 64 channels a pixel row of 128
+// The epilogue through shared memory (Layout::kZSmem, kYSmem: bf16, 64 channels a pixel row of 128
 // bytes, tiles in the bulk copy engine's 128-byte swizzle: 16-byte chunk c of pixel row r at
 // chunk c ^ (r % 8), tiles 1024-aligned). The accumulators' layout is that of eight 8 x 8
 // matrices a warp (channels x pixels) for each 16 pixels, so the transposing matrix loads and
@@ -290,7 +290,7 @@ __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[
       if (L::kZSmem && out.z) {  // the residual's row: filled by the loader a step ahead; every step takes the slot
         uint64_t* z_full = cs.full + 2 * kStages + 1;
         Barrier::wait(z_full, consumer_phase(cs.round, P, 1));
-        const uint32_t z_half = cs.b_base + kStages * L::kStageBytes;  // (this warpgroup's half of the column)
+        const uint32_t z_half = cs.b_base + kStages * L::kStageBytes;  // (bf16: this warpgroup's half of the row)
         if constexpr (sizeof(T) == 2) row_start_shared(next, out, z_half, cs.wg_tid, co0, w.starts());
         else row_start_shared_f32(next, out, z_half, cs.wg_tid, co0, w.starts());
         Barrier::arrive(z_full + 1);  // every consumer thread: its reads are done
