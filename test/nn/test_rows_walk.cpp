@@ -132,3 +132,32 @@ TEST_CASE("the rows kernel's consumers compute the stage and phase the loader fi
     for (int q = 0; q < 6; ++q, ++it) mismatches += rows::consumer_phase(round, q, 3) != ((it / 3) & 1);
   CHECK(mismatches > 0);
 }
+
+TEST_CASE("the one-consumer float32 rows kernel reads each residual value where the copy engine put it, bank-conflict free") {
+  // The copy engine's layout of the residual's row (independently of the kernel's formula): block
+  // ch / 32 of col_px pixel rows of 128 bytes; 16-byte chunk c of pixel row r at chunk c ^ (r % 8).
+  constexpr int col = 128;
+  auto engine = [](int px, int ch) { return (ch / 32) * col * 128 + px * 128 + ((((ch % 32) / 4) ^ (px % 8)) << 4) + 4 * (ch % 4); };
+  std::vector<int> seen(col * 64, 0);
+  for (int w = 0; w < 4; ++w)
+    for (int i = 0; i < 2; ++i)
+      for (int e = 0; e < 2; ++e)
+        for (int j = 0; j < 16; ++j) {  // one warp's read of acc[4j + 2i + e]
+          std::vector<int> banks;
+          for (int l = 0; l < 32; ++l) {
+            const int t = 32 * w + l;
+            const int px = 8 * j + 2 * (l & 3) + e, ch = 16 * w + l / 4 + 8 * i;  // the accumulator's layout
+            const int at = rows::residual_read_offset(col, t, i, e) + j * 8 * 128;
+            CAPTURE(t);
+            CAPTURE(i);
+            CAPTURE(e);
+            CAPTURE(j);
+            REQUIRE(at == engine(px, ch));
+            ++seen[px * 64 + ch];
+            banks.push_back((at / 4) % 32);
+          }
+          std::sort(banks.begin(), banks.end());
+          CHECK(std::unique(banks.begin(), banks.end()) == banks.end());  // 32 distinct banks
+        }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int k) { return k == 1; }));  // every value read once
+}

@@ -171,25 +171,21 @@ __device__ __forceinline__ void row_start_shared(float (&acc)[N], const TileOut&
 // 128 pixels at z_base): two 128-byte blocks of 32 channels, each [pixel][128 bytes] in the
 // 128-byte swizzle as the bulk copy engine lays it out. Thread (warp w, lane l) reads channel
 // 16w + l/4 + 8i from block w/2, 16-byte chunk 4(w%2) + l/16 + 2i, word (l/4)%4 of pixel
-// 8j + 2(l%4) + e: for each (i, e) the warp's 32 reads fall in 8 distinct chunks of 4 pixel
-// rows, all 32 banks once.
+// 8j + 2(l%4) + e (residual_read_offset, wgmma_rows_walk.hpp): for each (i, e) the warp's 32
+// reads fall in 8 distinct chunks of 4 pixel rows, all 32 banks once.
 template <int N>
 __device__ __forceinline__ void row_start_shared_f32(float (&acc)[N], const TileOut& p, uint32_t z_base, int wg_tid,
                                                      int co0, bool with_z) {
   float b0, b8;
   row_bias<float>(p, wg_tid, co0, b0, b8);
-  const int w = wg_tid >> 5, l = wg_tid & 31;
-  const int chunk = 4 * (w & 1) + (l >> 4);
-  uint32_t base[2][2];  // [i][e]: pixel 2(l%4) + e of the first 8, chunk + 2i swizzled
+  uint32_t base[2][2];  // [i][e]: acc[2i + e]'s address (residual_read_offset)
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = 2 * (l & 3) + e;
+    for (int e = 0; e < 2; ++e)
       asm volatile("mov.b32 %0, %1;"  // (opaque, as in mma)
                    : "=r"(base[i][e])
-                   : "r"(z_base + (w >> 1) * kHalf * kRow + r * kRow + (((chunk + 2 * i) ^ r) << 4) + 4 * ((l >> 2) & 3)));
-    }
+                   : "r"(z_base + residual_read_offset(kHalf, wg_tid, i, e)));
 #pragma unroll
   for (int j = 0; j < N / 4; ++j)
 #pragma unroll

@@ -1,7 +1,8 @@
 // The schedule of pnp's persistent rows kernel (wgmma_rows_kernels.cu): which output rows a CTA
-// owns, the walk its loader and its two consumer warpgroups take through them one input row a
-// step, and the stage and barrier phase of each step. Host and device code, so that the
-// schedule is tested without a GPU (test/nn/test_rows_walk.cpp).
+// owns, the walk its loader and its consumer warpgroups take through them one input row a
+// step, and the stage and barrier phase of each step; and where the one-consumer float32
+// kernel reads its residual's row in shared memory. Host and device code, so that they are
+// tested without a GPU (test/nn/test_rows_walk.cpp).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -70,5 +71,17 @@ struct Walk {
 // residual's one slot (bf16 with one input block), filled once a step, is the case stages = 1.
 PNP_ROWS_HD constexpr int round_stages(int blocks) { return blocks == 1 ? 3 : 2; }
 PNP_ROWS_HD constexpr int consumer_phase(int round, int q, int stages) { return (round + q / stages) & 1; }
+
+// Where the one-consumer float32 kernel's row_start_shared_f32 reads the residual's row: the
+// byte offset, from the row's start, of what thread wg_tid (warp w, lane l) adds to acc[2i + e]:
+// pixel 2(l%4) + e, channel 16w + l/4 + 8i; acc[4j + 2i + e] lies 8j pixel rows (j KiB) further.
+// The copy engine lays the row out as `blocks` of 32 channels, each col_px pixel rows of 128
+// bytes in its 128-byte swizzle (16-byte chunk c of pixel row r at chunk c ^ (r % 8)); the test
+// checks this against that layout and for bank conflicts.
+PNP_ROWS_HD constexpr int residual_read_offset(int col_px, int wg_tid, int i, int e) {
+  const int w = wg_tid >> 5, l = wg_tid & 31, r = 2 * (l & 3) + e;
+  const int chunk = 4 * (w & 1) + (l >> 4) + 2 * i;
+  return (w >> 1) * col_px * 128 + r * 128 + ((chunk ^ r) << 4) + 4 * ((l >> 2) & 3);
+}
 
 }  // namespace pnp::nn::native::kernels::rows
