@@ -414,9 +414,8 @@ class NativeImpl final : public NativeExecutor {
       // budget (wait_for_builds), else the two ops run until they are all built (or until the
       // next warm-up run, which waits for them); then they are timed here, on these tensors
       if (!validating_) return {};
-      bool ready = e.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-      if (!ready && warmup_run_ == e.run) ready = wait_for_builds(e);
-      if (!ready && warmup_run_ == e.run) return {};
+      const bool ready = e.pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      if (!ready && warmup_run_ == e.run && !wait_for_builds(e)) return {};
       decide_epilogue(key, e, s, t, x, z, y, padding);
     }
     if (e.pnp) {
