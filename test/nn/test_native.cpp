@@ -1280,7 +1280,7 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
         const double tol = dtype == at::kFloat ? 5e-3 : 1e-2;
         const bool rows = native::wgmma_rows_applies(x, wt, {k.pad, k.pad});
         // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel; 4: the
-        // rows kernel's float32 residual on one consumer warpgroup (WgmmaVariant::one_consumer)
+        // rows kernel's float32 residual on two consumer warpgroups (WgmmaVariant::two_consumers)
         for (int variant_k = 0; variant_k < 5; ++variant_k) {
           if (variant_k == 2 && dtype != at::kFloat) continue;
           if (variant_k == 3 && !rows) continue;
@@ -1288,7 +1288,7 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
           native::WgmmaVariant v;
           v.row_reuse = variant_k != 1, v.round_tf32 = variant_k != 2;
           v.kernel = variant_k >= 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
-          v.one_consumer = variant_k == 4;
+          v.two_consumers = variant_k == 4;
           // poison: the caching allocator hands the output a block just filled with NaN
           { at::Tensor p = at::full({n * k.co * oh * ow + 4096}, std::nan(""), x.options()); }
           const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, v);

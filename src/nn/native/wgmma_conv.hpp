@@ -19,11 +19,11 @@ namespace pnp::nn::native {
 using kernels::WgmmaKernel;  // which kernel: any (rows where it applies), tiles, rows
 
 // The kernel's variants (wgmma_conv_kernels.hpp), for tests: row_reuse (the tile kernel),
-// round_tf32, which kernel, and the rows kernel's float32 residual on one consumer warpgroup.
+// round_tf32, which kernel, and the rows kernel's float32 residual on two consumer warpgroups.
 struct WgmmaVariant {
   bool row_reuse = true, round_tf32 = true;
   WgmmaKernel kernel = WgmmaKernel::any;
-  bool one_consumer = false;  // (WgmmaConvArgs::one_consumer)
+  bool two_consumers = false;  // (WgmmaConvArgs::two_consumers)
 };
 
 // Whether wgmma_conv takes this convolution: CUDA on compute capability 9.0, 2D, float32 with

@@ -28,13 +28,12 @@ struct WgmmaConvArgs : ConvArgs {
   // as cuDNN's TF32 convolutions do; off: the tensor cores truncate them. For tests.
   bool round_tf32 = true;
   WgmmaKernel kernel = WgmmaKernel::any;
-  // The rows kernel in float32 with a residual: one consumer warpgroup on 128-pixel columns, so
-  // that the residual's row comes into shared memory through the bulk copy engine (as in bf16)
-  // instead of 64 scattered loads a thread. Off by default: the variant is not yet checked on a
-  // GPU (docs/measurements/2026-12-04d: an earlier build of it, with the loader writing its
-  // input stages at the two-consumer offsets, gave wrong results, and DRUNet 1 ch 4096² fp32
-  // 236.4-236.9 against 244.5 ms on one H200). For tests.
-  bool one_consumer = false;
+  // The rows kernel in float32 with a residual on two consumer warpgroups, each thread loading
+  // its 64 residual values from global memory in the epilogue (the kernel before 2026-12-04e),
+  // instead of one consumer warpgroup on 128-pixel columns with the residual's row brought into
+  // shared memory by the bulk copy engine (the default: DRUNet 1 ch 4096² fp32 236.2 against
+  // 244.2-245.2 ms on one H200, docs/measurements/2026-12-04e). For tests and A/B.
+  bool two_consumers = false;
 };
 
 // Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out

@@ -31,11 +31,13 @@
 // stores were). DRUNet 4096²'s 64-channel layers in bf16 went from 4.253 to 1.684 ms with a
 // residual and from 2.271 to 1.521 ms without (warm-up timings on one H200, 2026-12-03e). In float32
 // the weights (144 KiB) and two stages leave 16 KiB, too little for a residual row (64 KiB),
-// and the epilogue stays in the registers (row_start, row_end). With one consumer warpgroup
-// (NC = 1, asked for by WgmmaConvArgs::one_consumer) a column is 128 pixels, its stages half
-// as big, and the residual's row (32 KiB) fits: the loader brings it a step ahead as in bf16
-// and row_start_shared_f32 reads it; the stores stay in the registers. Not yet the default: not
-// yet checked on a GPU (docs/measurements/2026-12-04d, call 4).
+// and the epilogue stays in the registers (row_start, row_end). So with a residual a float32
+// CTA has one consumer warpgroup (NC = 1): a column is 128 pixels, its stages half as big, and
+// the residual's row (32 KiB) fits; the loader brings it a step ahead as in bf16 and
+// row_start_shared_f32 reads it; the stores stay in the registers. DRUNet 1 ch 4096² fp32 went
+// from 245.181 / 244.184 to 236.155 / 236.225 ms (A/B alternating on one H200, 2026-12-04e
+// call 1), its eight residual layers from about 6.2 to 5.0 ms each. The two-consumer residual
+// with row_start's 64 scattered loads a thread stays for tests (WgmmaConvArgs::two_consumers).
 #include "wgmma_conv_kernels.hpp"
 #include "wgmma_rows_walk.hpp"
 #include "wgmma_sm90.cuh"
@@ -475,9 +477,9 @@ bool launch_wgmma_rows(const WgmmaConvArgs& a, void* stream) {
     if (two) return wide ? launch<__nv_bfloat16, 2, 128, 2>(a, s) : launch<__nv_bfloat16, 2, 64, 2>(a, s);
     return wide ? launch<__nv_bfloat16, 1, 128, 2>(a, s) : launch<__nv_bfloat16, 1, 64, 2>(a, s);
   }
-  // float32 with a residual, where asked (WgmmaConvArgs::one_consumer): one consumer warpgroup,
-  // so that the residual's row fits in shared memory beside the weights (the top)
-  if (a.z && a.one_consumer) {
+  // float32 with a residual: one consumer warpgroup, so that the residual's row fits in shared
+  // memory beside the weights (the top); two where asked (tests)
+  if (a.z && !a.two_consumers) {
     if (two) return wide ? launch<float, 2, 128, 1>(a, s) : launch<float, 2, 64, 1>(a, s);
     return wide ? launch<float, 1, 128, 1>(a, s) : launch<float, 1, 64, 1>(a, s);
   }
