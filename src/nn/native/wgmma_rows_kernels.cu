@@ -368,16 +368,12 @@ __global__ void __launch_bounds__(Layout<T, CB, NC>::kThreads, 1)
               const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + r.h0 + i) * p.out.ow + ow0) * CO;
               asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
             }
-          for (int c = 0; c < CB; ++c, ++it) {
-            const int s = it % kStages;
-            Barrier::wait(&empty[s], ((it / kStages) & 1) ^ 1);
-            Barrier::arrive_and_expect_tx(&full[s], b_bytes);
-            uint8_t* dst = s_b + s * L::kStageBytes;
-            cute::SM90_TMA_LOAD_4D::copy(&m.x, &full[s], normal, dst, c * kBk, ow0 - 1, rho, r.img);
-            cute::SM90_TMA_LOAD_4D::copy(&m.tail, &full[s], normal, dst + L::kCol * kRow, c * kBk, ow0 + L::kCol - 1, rho,
-                                         r.img);
-          }
-          if (L::kZSmem && z) {  // the residual's row for the row this step starts (none: the slot passes empty)
+          // the residual's row for the row this step starts (none: the slot passes empty), before
+          // the step's input stages: its slot is free once the step before has started its row,
+          // while the stages wait for that step's products, so the row comes a whole step ahead.
+          // After them, its copy was issued only once this step's first products had freed a
+          // stage, and row_start waited on it (2026-12-04e, call 4).
+          if (L::kZSmem && z) {
             Barrier::wait(z_empty, (iz++ & 1) ^ 1);
             if (w.starts()) {
               Barrier::arrive_and_expect_tx(z_full, L::kZBytes);
@@ -387,6 +383,15 @@ __global__ void __launch_bounds__(Layout<T, CB, NC>::kThreads, 1)
             } else {
               Barrier::arrive(z_full);
             }
+          }
+          for (int c = 0; c < CB; ++c, ++it) {
+            const int s = it % kStages;
+            Barrier::wait(&empty[s], ((it / kStages) & 1) ^ 1);
+            Barrier::arrive_and_expect_tx(&full[s], b_bytes);
+            uint8_t* dst = s_b + s * L::kStageBytes;
+            cute::SM90_TMA_LOAD_4D::copy(&m.x, &full[s], normal, dst, c * kBk, ow0 - 1, rho, r.img);
+            cute::SM90_TMA_LOAD_4D::copy(&m.tail, &full[s], normal, dst + L::kCol * kRow, c * kBk, ow0 + L::kCol - 1, rho,
+                                         r.img);
           }
         }
     }
