@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device call 5 of 2026-12-04e: the residual's row before the input stages in float32 only
-# (call 4: fp32 2 ms faster, bf16 3 ms slower), checked and timed once each; what was left of
-# the session's device time (238 s) allowed no more.
+# (call 4: fp32 2 ms faster, bf16 3 ms slower): its check and timings. NOT RUN: the session's
+# device time (238 s left) was too little to start a machine. Run it first next session.
 #   bash docs/measurements/2026-12-04e/call5.sh   (device machine, repository root; carry .deps)
 . scripts/device_call.sh
 {
