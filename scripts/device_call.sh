@@ -19,6 +19,10 @@
 #   sweep NAME ARCHS CH SHAPE BACKENDS [DTYPE]
 #                                       pnp_bench on input/sweep.toml with those keys replaced, to
 #                                       $OUT/NAME.h5 (ARCHS and BACKENDS as TOML list items)
+#   side_by_side PREFIX                 the side by side (needs peer_env): DRUNet 1 ch 4096²
+#                                       in bf16 and fp32, DnCNN and UNet 3 ch 2048² in fp32, each
+#                                       eager, native and torch.compile, to $OUT/PREFIX_*.h5, the
+#                                       clocks sampled meanwhile into $OUT/PREFIX_clocks.csv
 #   clocks_start NAME / clocks_stop     the GPU's SM clock and power every 20 ms (nvidia-smi) into
 #                                       $OUT/NAME.csv meanwhile, then each busy stretch's medians
 #                                       (scripts/gpu_clocks.py): under a long forward an H200 sits at
@@ -92,6 +96,16 @@ sweep() {
   timeout 200 "$PNP_CALL_BIN/pnp_bench" "/tmp/sweep_$name.toml" --output "$OUT/$name.h5" --force 2>&1 | tail -8
 }
 
+side_by_side() {
+  local p=$1 arms='"eager", "native", "torch_compile"'
+  clocks_start "${p}_clocks"
+  sweep "${p}_drunet4096_bf16" '"drunet"' 1 '[4096, 4096]' "$arms" bfloat16
+  sweep "${p}_drunet4096_fp32" '"drunet"' 1 '[4096, 4096]' "$arms" float32
+  sweep "${p}_cnn2048_fp32" '"dncnn", "unet"' 3 '[2048, 2048]' "$arms" float32
+  # shellcheck disable=SC2119  # (clocks_stop's arguments are optional: gpu_clocks.py's)
+  clocks_stop
+}
+
 clocks_start() {
   pnp_clocks_csv="$OUT/$1.csv"
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu \
@@ -99,6 +113,7 @@ clocks_start() {
   pnp_clocks_pid=$!
 }
 
+# shellcheck disable=SC2120  # (its arguments are optional: gpu_clocks.py's)
 clocks_stop() {
   kill "$pnp_clocks_pid" 2>/dev/null
   wait "$pnp_clocks_pid" 2>/dev/null
