@@ -12,6 +12,9 @@
 #                                       older time: 2026-12-03e, call 3b), then rebuilt
 #   restore_source FILE [TARGET ...]    FILE back to this tree's version (kept by swap_source),
 #                                       touched and rebuilt
+#   test_hopper LOG                     test_native's case of pnp's Hopper kernels against float64 (outputs
+#                                       poisoned with NaN), its log to $OUT/LOG, its failures, totals and
+#                                       the float32 rows-kernel lines with a residual printed
 #   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick),
 #                                       its log to $OUT/LOG, its failures and closing line printed
 #   peer_env                            the carried wheels (.whl) installed for deepinv's torch.compile
@@ -67,6 +70,14 @@ restore_source() {
   shift
   cp "/tmp/pnp_call_kept.$(basename "$file")" "$file" && touch "$file"
   build "$@"
+}
+
+test_hopper() {
+  stamp "test_native Hopper ($1)"
+  timeout 200 "$PNP_CALL_BIN/test_native" -tc="*Hopper implicit-GEMM*" >"$OUT/$1" 2>&1
+  echo "rc=$?"
+  grep -E "ERROR|FAILED|test cases|assertions" "$OUT/$1" | head -12
+  grep -E "Float (64->64 k3 (13x384|100x512)|32->64 k3 6x128) variant 2 kernel [34]" "$OUT/$1" | head -6
 }
 
 gpu_check() {

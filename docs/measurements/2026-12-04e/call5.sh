@@ -11,10 +11,7 @@
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
   build
-  stamp test_native
-  timeout 100 "$PNP_CALL_BIN/test_native" -tc="*Hopper implicit-GEMM*" >"$OUT/1_test_native.log" 2>&1
-  echo "rc=$?"
-  grep -E "ERROR|FAILED|test cases|assertions" "$OUT/1_test_native.log" | head -12
+  test_hopper 1_test_native.log
   gpu_check 2_gpu_check.log
   nt 3_nt.log drunet 1 4096x4096 --dtype bfloat16 --profile 3
   nt 3_nt.log drunet 1 4096x4096 --profile 3
