@@ -1363,5 +1363,83 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
   }
   ctx.setAllowTF32CuDNN(tf32);
 }
+TEST_CASE("native: the 2×2, stride-2 transposed convolution as pnp's Hopper implicit-GEMM kernel, against float64 and cuBLAS") {
+  if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9) {
+    MESSAGE("no Hopper GPU: the wgmma cases skipped");
+    return;
+  }
+  auto& ctx = at::globalContext();
+  const bool tf32 = ctx.allowTF32CuDNN();
+  ctx.setAllowTF32CuDNN(true);
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  struct S {
+    int64_t n, ci, co, h, w;
+  };
+  // DRUNet's three (512 -> 256, 256 -> 128, 128 -> 64) on small images; a row of 256 pixels and
+  // one of 300 (a partial tile at its end); several rows a tile (widths 9, 3, 1); two images;
+  // C_in 32 (float32 only: a 128-byte block is 64 bf16)
+  const std::vector<S> ss{{1, 512, 256, 6, 3}, {1, 256, 128, 5, 8}, {2, 128, 64, 7, 9}, {1, 128, 64, 3, 300},
+                          {1, 64, 64, 2, 256}, {2, 32, 64, 3, 130}, {1, 64, 128, 1, 1}};
+  uint64_t seed = 1900;
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const S& k : ss) {
+      if (dtype == at::kBFloat16 && k.ci % 64) continue;
+      CAPTURE(c10::toString(dtype));
+      CAPTURE(k.ci);
+      CAPTURE(k.co);
+      CAPTURE(k.h);
+      CAPTURE(k.w);
+      const at::Tensor x = rnd({k.n, k.ci, k.h, k.w}, ++seed).to(dtype).to(dev).contiguous(cl);
+      const at::Tensor w = rnd({k.ci, k.co, 2, 2}, ++seed).to(dtype).to(dev);
+      const at::Tensor ref = at::conv_transpose2d(x.to(at::kCPU, at::kDouble), w.to(at::kCPU, at::kDouble), {}, 2);
+      at::Tensor y = at::full({k.n, k.co, 2 * k.h, 2 * k.w}, std::nan(""), x.options()).contiguous(cl);  // poison
+      REQUIRE(native::wgmma_stride2_transposed_applies(x, w, y));
+      native::wgmma_stride2_transposed(x, native::wgmma_stride2_transposed_weight(w), y);
+      CHECK_FALSE(at::isnan(y).any().item<bool>());
+      CHECK(ref.abs().max().item<double>() > 0.1);  // content
+      const double e = rel_err(y, ref);
+      // cuBLAS's products on the same tensors: TF32 (or bf16) both, so as accurate
+      at::Tensor yc = at::full_like(y, std::nan("")).contiguous(cl);
+      native::stride2_transposed(x, native::stride2_transposed_weight(w), yc);
+      const double ec = rel_err(yc, ref);
+      MESSAGE(c10::toString(dtype) << " " << k.ci << "->" << k.co << " " << k.h << "x" << k.w << ": rel err " << e
+                                   << " (cuBLAS " << ec << ")");
+      CHECK(e < (dtype == at::kFloat ? 2e-3 : 5e-3));  // as transposed_gemm's case holds cuBLAS
+      CHECK(e < 2 * ec + 1e-4);
+    }
+  {  // what it does not take; wgmma_stride2_transposed then throws
+    const auto o = at::TensorOptions().dtype(at::kFloat).device(dev);
+    const at::Tensor x = at::ones({1, 64, 4, 5}, o).contiguous(cl), w = at::ones({64, 64, 2, 2}, o);
+    at::Tensor y = at::empty({1, 64, 8, 10}, o).contiguous(cl);
+    CHECK(native::wgmma_stride2_transposed_applies(x, w, y));
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(x, at::ones({64, 32, 2, 2}, o), at::empty({1, 32, 8, 10}, o).contiguous(cl)));  // C_out 32
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(at::ones({1, 16, 4, 5}, o).contiguous(cl), at::ones({16, 64, 2, 2}, o), y));  // C_in 16
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(x.contiguous(), w, y));  // NCHW
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(x, w, y.contiguous()));
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(x, w, at::empty({1, 64, 8, 9}, o).contiguous(cl)));  // another shape
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(x, at::ones({64, 64, 3, 3}, o), y));  // 3×3 taps
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(x.to(at::kDouble), w.to(at::kDouble), y.to(at::kDouble)));
+    CHECK(native::wgmma_stride2_transposed_applies(x.to(at::kBFloat16), w.to(at::kBFloat16), y.to(at::kBFloat16)));
+    ctx.setAllowTF32CuDNN(false);
+    CHECK_FALSE(native::wgmma_stride2_transposed_applies(x, w, y));  // strict float32
+    CHECK_THROWS_AS(native::wgmma_stride2_transposed(x, native::wgmma_stride2_transposed_weight(w), y), Error);
+    ctx.setAllowTF32CuDNN(true);
+    CHECK_THROWS_AS(native::wgmma_stride2_transposed(x, w, y), Error);  // the weight not rearranged
+    CHECK_THROWS_AS(native::wgmma_stride2_transposed_weight(at::ones({64, 64, 3, 3}, o)), Error);
+  }
+  // In the executor: DRUNet's three upsamplings as the kernel, against float64 and against the
+  // option off (cuBLAS's products), replayed in the graph
+  NativeOptions off;
+  off.wgmma_transposed = false;
+  check_nets_on_off({{"drunet", 2, 1, {64, 128, 256, 512}, 1, {1, 1, 64, 256}, {}}}, 97, NativeOptions{}, off,
+                    [](const Case&, const std::string& on, const std::string& other) {
+                      CHECK(on.find("transposed convolutions as pnp's Hopper kernel") != std::string::npos);
+                      CHECK(on.find("cuBLAS products") == std::string::npos);
+                      CHECK(other.find("transposed convolutions as two cuBLAS products") != std::string::npos);
+                      CHECK(other.find("as pnp's Hopper kernel, one 1×1") == std::string::npos);
+                    });
+  ctx.setAllowTF32CuDNN(tf32);
+}
 #endif
 #endif

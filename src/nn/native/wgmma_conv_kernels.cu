@@ -143,7 +143,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   while (bw_log2 > 0 && (1 << (bw_log2 - 1)) >= a.ow) --bw_log2;  // the smallest power of two >= ow, at most 256
   const int bw = 1 << bw_log2, bh = kPx / bw;
   Params p{};
-  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0};
+  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0, a.up_co};
   p.ci = a.ci, p.kw = a.kw, p.kh = a.kh;
   p.pad_h = a.pad_h, p.pad_w = a.pad_w;
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
@@ -177,8 +177,11 @@ bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16) {
 }
 
 bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
-  if (a.kernel == WgmmaKernel::rows ||
-      (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))
+  if (a.up_co != 0 && (a.up_co < 0 || a.up_co % kCo || a.co != 4 * a.up_co || a.kh != 1 || a.kw != 1 || a.pad_h ||
+                       a.pad_w || a.b || a.z || a.relu || a.kernel == WgmmaKernel::rows))
+    return false;
+  if (a.up_co == 0 && (a.kernel == WgmmaKernel::rows ||
+      (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16))))
     return launch_wgmma_rows(a, stream);
   if (!wgmma_conv_supported(a.ci, a.co, a.kh, a.kw, a.bf16)) return false;
   if (a.n <= 0 || a.oh <= 0 || a.ow <= 0 || a.oh != a.h + 2 * a.pad_h - a.kh + 1 || a.ow != a.w_in + 2 * a.pad_w - a.kw + 1)

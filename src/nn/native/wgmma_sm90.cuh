@@ -56,6 +56,10 @@ struct TileOut {
   int oh, ow, co;          // the output's size (NHWC)
   int bw_log2, bh;         // the tile's pixels: bh rows of 2^bw_log2
   int relu;
+  // (the tile kernel) 0, or a 2x2, stride-2 transposed convolution's C_out (a multiple of 64):
+  // this 1x1 convolution's output channel (2a + b) up_co + k is y's channel k at pixel
+  // (2i + a, 2j + b), y [n][2 oh][2 ow][up_co]; no bias or residual then
+  int up_co = 0;
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a device code only
@@ -103,7 +107,7 @@ __device__ __forceinline__ void gmma_block(uint64_t da, uint64_t db, float (&acc
 }
 
 // The epilogue of one warpgroup's 64 x 2N tile at (co0, oh0, ow0) of image img: + bias,
-// + residual, ReLU, one store. Thread (warp w, lane l of the warpgroup) holds channels
+// + residual, ReLU, one store (to the transposed convolution's pixels where p.up_co). Thread (warp w, lane l of the warpgroup) holds channels
 // 16w + l/4 (+ 8) of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored.
 template <class T, int N>
 __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0,
@@ -121,10 +125,15 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
   }
   const int bw_mask = (1 << p.bw_log2) - 1;
   const bool inside = oh0 + p.bh <= p.oh && ow0 + bw_mask + 1 <= p.ow;  // the whole tile in the image
+  // (up_co: the tile's 64 channels are one tap (a, b)'s, tap = co0 / up_co, from channel k0)
+  const int tap = p.up_co ? co0 / p.up_co : 0, k0 = co0 - tap * p.up_co;
   auto index = [&](int j, int e, int i, bool& ok) {
     const int q = 8 * j + 2 * (l & 3) + e;
     const int oh = oh0 + (q >> p.bw_log2), ow = ow0 + (q & bw_mask);
     ok = inside || (oh < p.oh && ow < p.ow);
+    if (p.up_co)
+      return ((static_cast<size_t>(img) * 2 * p.oh + 2 * oh + (tap >> 1)) * 2 * p.ow + 2 * ow + (tap & 1)) * p.up_co +
+             (k0 + co[i] - co0);
     return ((static_cast<size_t>(img) * p.oh + oh) * p.ow + ow) * p.co + co[i];
   };
   // 16 pixels at a time: the chunk's 8 residual loads are issued before the first is used
