@@ -1406,7 +1406,9 @@ TEST_CASE("native: the 2×2, stride-2 transposed convolution as pnp's Hopper imp
       MESSAGE(c10::toString(dtype) << " " << k.ci << "->" << k.co << " " << k.h << "x" << k.w << ": rel err " << e
                                    << " (cuBLAS " << ec << ")");
       CHECK(e < (dtype == at::kFloat ? 2e-3 : 5e-3));  // as transposed_gemm's case holds cuBLAS
-      CHECK(e < 2 * ec + 1e-4);
+      // (cuBLAS may run a small product in full float32 even with TF32 allowed: 1.5e-7 where
+      // TF32 gives 2.6e-4, H200, docs/measurements/2026-12-04f call 1)
+      CHECK(e < 2 * ec + 5e-4);
     }
   {  // what it does not take; wgmma_stride2_transposed then throws
     const auto o = at::TensorOptions().dtype(at::kFloat).device(dev);

@@ -33,7 +33,8 @@ struct Params {
   int row_reuse;
 };
 
-template <class T>
+// Up: the store to a 2x2, stride-2 transposed convolution's pixels (TileOut::up_co)
+template <class T, bool Up>
 __global__ void __launch_bounds__(kThreads, 2)
     wgmma_conv_kernel(const __grid_constant__ CUtensorMap tma_w, const __grid_constant__ CUtensorMap tma_x,
                       const __grid_constant__ CUtensorMap tma_tail, const Params p) {
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   cute::warpgroup_wait<0>();
 #pragma unroll
   for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
-  store_tile<T>(acc, p.out, tid, co0, oh0, ow0, img);
+  store_tile<T, Up>(acc, p.out, tid, co0, oh0, ow0, img);
 #endif
 }
 
@@ -158,9 +159,11 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
       !input_map<T>(&mt, a.x, a.n, a.h, a.w_in, a.ci, a.kw > 1 ? a.kw - 1 : 1, 1, a.round_tf32))
     return false;
   static const bool attr =
-      cudaFuncSetAttribute(wgmma_conv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+      cudaFuncSetAttribute(wgmma_conv_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess &&
+      cudaFuncSetAttribute(wgmma_conv_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
   if (!attr) return false;
-  wgmma_conv_kernel<T><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
+  const auto kernel = a.up_co ? wgmma_conv_kernel<T, true> : wgmma_conv_kernel<T, false>;
+  kernel<<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
   return cudaGetLastError() == cudaSuccess;
 }
 
