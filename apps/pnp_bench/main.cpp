@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
                    "roofline counts, one HDF5 row per configuration (docs/output_schema.md, /results).\n"
                    "CONFIG sections: [sweep] architectures channels batch shapes backends warmup timed stable\n"
                    "device dtype sigma seed; [native] channels_last fuse autotune cuda_graph warmup_calls\n"
-                   "cudnn_fused_bf16 cudnn_epilogues cudnn_graph_convs cudnn_benchmark upsample_conv narrow_convs wgmma_convs nhwc_kernels wgmma_transposed; [inductor] mode cache_dir compile_jobs (packages compiled in parallel\n"
+                   "cudnn_fused_bf16 cudnn_epilogues cudnn_graph_convs cudnn_benchmark upsample_conv narrow_convs wgmma_convs nhwc_kernels; [inductor] mode cache_dir compile_jobs (packages compiled in parallel\n"
                    "before timing; $PNP_INDUCTOR_MODE / $PNP_CACHE_DIR override);\n"
                    "[models.<arch>] features blocks; [torch_compile] timeout_s; [output] file force.\n"
                    "Backends: eager, native, inductor, and the peer: torch_compile and torch_compile_max_autotune\n"

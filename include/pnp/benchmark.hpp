@@ -29,8 +29,7 @@ struct ModelOverride {
 //   [sweep]   architectures, channels, batch, shapes (spatial sizes, 2 or 3 entries each),
 //             backends, warmup, timed, stable, device, dtype, sigma, seed
 //   [native]  channels_last, fuse, autotune, cuda_graph, warmup_calls, cudnn_fused_bf16, cudnn_epilogues,
-//             cudnn_graph_convs, cudnn_benchmark, upsample_conv, narrow_convs, wgmma_convs, nhwc_kernels,
-//             wgmma_transposed, parallel_plan_builds, plan_cache
+//             cudnn_graph_convs, cudnn_benchmark, upsample_conv, narrow_convs, wgmma_convs, nhwc_kernels, parallel_plan_builds, plan_cache
 //   [models.<architecture>]  features, blocks   (e.g. smaller networks for CI)
 //   [output]  file, force
 // Unknown keys, wrong types and out-of-range values throw InputError naming the key and line.

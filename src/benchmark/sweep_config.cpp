@@ -132,8 +132,6 @@ SweepConfig parse_sweep(const std::string& text, const std::string& source) {
           {"narrow_convs", [&](const toml::node& v, const std::string& k) { s.native.narrow_convs = get_bool(c, v, k); }},
           {"wgmma_convs", [&](const toml::node& v, const std::string& k) { s.native.wgmma_convs = get_bool(c, v, k); }},
           {"nhwc_kernels", [&](const toml::node& v, const std::string& k) { s.native.nhwc_kernels = get_bool(c, v, k); }},
-          {"wgmma_transposed",
-           [&](const toml::node& v, const std::string& k) { s.native.wgmma_transposed = get_bool(c, v, k); }},
           {"parallel_plan_builds",
            [&](const toml::node& v, const std::string& k) { s.native.parallel_plan_builds = get_bool(c, v, k); }},
           {"plan_cache", [&](const toml::node& v, const std::string& k) { s.native_plan_cache = get_bool(c, v, k); }}});
@@ -221,7 +219,6 @@ std::string SweepConfig::to_toml() const {
      << "\ncudnn_graph_convs = " << tf(native.cudnn_graph_convs) << "\ncudnn_benchmark = " << tf(native.cudnn_benchmark)
      << "\nupsample_conv = " << tf(native.upsample_conv) << "\nnarrow_convs = " << tf(native.narrow_convs)
      << "\nwgmma_convs = " << tf(native.wgmma_convs) << "\nnhwc_kernels = " << tf(native.nhwc_kernels)
-     << "\nwgmma_transposed = " << tf(native.wgmma_transposed)
      << "\nparallel_plan_builds = " << tf(native.parallel_plan_builds) << "\nplan_cache = " << tf(native_plan_cache) << "\n\n[inductor]\nmode = \"" << inductor.mode
      << "\"\ncache_dir = \"" << inductor.cache_dir << "\"\ncompile_jobs = " << compile_jobs
      << "\n\n[torch_compile]\ntimeout_s = " << torch_compile_timeout_s << "\n";

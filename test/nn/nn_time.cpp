@@ -20,9 +20,7 @@
 // step of its own (upsample_conv off), k cuDNN for convolutions with one output channel, and no head kernel timed (narrow_convs off), w pnp's
 // Hopper kernels for the convolutions they take, timed against cuDNN per layout (wgmma_convs; in the
 // default letters since 2026-12-03: a string without w turns them off), d cuDNN's transposed convolutions, ATen's
-// concat and max pool instead of pnp's NHWC kernels and cuBLAS products (nhwc_kernels off), T (in any
-// string) cuBLAS's products for the 2×2, stride-2 transposed convolutions, not pnp's Hopper kernel
-// (wgmma_transposed off).
+// concat and max pool instead of pnp's NHWC kernels and cuBLAS products (nhwc_kernels off).
 // --warm-only keeps an inductor package already in the cache (no cold run). --profile N records N more calls per arm with the Kineto profiler and prints the
 // longest device kernels (names, calls per forward, time per forward) and the kernel-busy time.
 #include <ATen/ATen.h>
@@ -70,7 +68,7 @@ int main(int argc, char** argv) {
         "dtype", po::value(&dtype_s)->default_value("float32"), "float32, bfloat16 or float64")(
         "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
         "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
-        "native", po::value(&native_s)->default_value("cfagbeGw"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, G every convolution a cuDNN graph where faster (with e or E), p plan cache in <cache>/native, B ATen's benchmark mode (until 2026-12-02c on unless n), s serial plan builds, u no upsample folded into its 3x3 conv, k no narrow kernel (cuDNN for 1-output convolutions), w pnp's Hopper kernels for the 64-channel and wider convolutions, chosen per layout by timing with a and G (on by default since 2026-12-03); in any string, d turns off pnp's NHWC kernels and the 2x2 transposed convolutions' cuBLAS products (cuDNN and ATen instead), T the 2x2 transposed convolutions as pnp's Hopper kernel (cuBLAS's products instead)")(
+        "native", po::value(&native_s)->default_value("cfagbeGw"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, G every convolution a cuDNN graph where faster (with e or E), p plan cache in <cache>/native, B ATen's benchmark mode (until 2026-12-02c on unless n), s serial plan builds, u no upsample folded into its 3x3 conv, k no narrow kernel (cuDNN for 1-output convolutions), w pnp's Hopper kernels for the 64-channel and wider convolutions, chosen per layout by timing with a and G (on by default since 2026-12-03); in any string, d turns off pnp's NHWC kernels and the 2x2 transposed convolutions' cuBLAS products (cuDNN and ATen instead)")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
         "precompiled", po::value(&precompiled)->default_value(precompiled),
@@ -117,7 +115,6 @@ int main(int argc, char** argv) {
     nopt.narrow_convs = native_s.find('k') == std::string::npos;
     nopt.wgmma_convs = native_s.find('w') != std::string::npos;
     nopt.nhwc_kernels = native_s.find('d') == std::string::npos;
-    nopt.wgmma_transposed = native_s.find('T') == std::string::npos;
     nopt.cudnn_benchmark_limit = benchmark_limit;
     nopt.cudnn_graph_precompiled = precompiled;
 

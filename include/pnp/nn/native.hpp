@@ -173,13 +173,6 @@ struct NativeOptions {
   // win: DnCNN 3 ch 2048² 24.996 -> 22.784 ms, DRUNet 1 ch 4096² 282.5 -> 274.7 ms fp32 and
   // 149.6 -> 142.4 ms bf16 with the first rows kernel, H200, docs/measurements/2026-12-03).
   bool wgmma_convs = true;
-  // With wgmma_convs and nhwc_kernels: a 2×2, stride-2 transposed convolution without bias or
-  // epilogue (DRUNet's upsampling) with C_out a multiple of 64 runs as pnp's Hopper tile kernel,
-  // one 1×1 convolution to its four taps' 4 C_out channels, each product written to its pixel
-  // (src/nn/native/wgmma_conv.hpp): the input read once and the TF32 products on wgmma, where
-  // cuBLAS's two products read it twice and picked an sm80 kernel for DRUNet 4096²'s widest
-  // (docs/measurements/2026-12-04f). Off: cuBLAS's products.
-  bool wgmma_transposed = true;
 };
 
 // Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.

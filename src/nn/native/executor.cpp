@@ -258,15 +258,9 @@ class NativeImpl final : public NativeExecutor {
 #ifdef PNP_HAVE_CUDA
         // a 2×2, stride-2 transposed convolution alone (no bias, epilogue or concat) as two
         // cuBLAS products into its output (transposed_gemm.hpp); transposed() checks the tensors
-        // products, or as pnp's Hopper tile kernel where that takes it (NativeOptions::wgmma_transposed)
         if (!s.from_upsample && !B.defined() && s.z < 0 && !s.relu && s.cat_other < 0 && nhwc_ops() && W.dim() == 4 &&
             W.size(2) == 2 && W.size(3) == 2) {
-          const at::Tensor wd = W.to(device_, dtype_);
-          Stride2 s2{native::stride2_transposed_weight(wd).contiguous(), {}};
-#ifdef PNP_HAVE_WGMMA_CONV
-          if (opt_.wgmma_convs && opt_.wgmma_transposed) s2.hopper = native::wgmma_stride2_transposed_weight(wd);
-#endif
-          stride2_.emplace(k, std::move(s2));
+          stride2_.emplace(k, native::stride2_transposed_weight(W.to(device_, dtype_)).contiguous());
         }
 #endif
       } else if (s.kind == StepKind::batch_norm) {
@@ -278,8 +272,7 @@ class NativeImpl final : public NativeExecutor {
     }
 #ifdef PNP_HAVE_CUDA
     std::vector<std::array<int64_t, 3>> shapes;  // each product's C_in, C_out (its weight's) and input width
-    for (const auto& [k, s2] : stride2_)
-      if (!s2.hopper.defined()) shapes.push_back({s2.gemm.size(0), s2.gemm.size(3), plan_.steps[k].shape[3] / 2});
+    for (const auto& [k, wt] : stride2_) shapes.push_back({wt.size(0), wt.size(3), plan_.steps[k].shape[3] / 2});
     if (!shapes.empty())
       stride2_warm_ = std::async(std::launch::async, [shapes = std::move(shapes), dt = dtype_, dev = device_] {
         for (const auto& [ci, co, w] : shapes) native::stride2_transposed_warm(ci, co, w, dt, dev);
@@ -942,14 +935,7 @@ class NativeImpl final : public NativeExecutor {
     if (auto it = stride2_.find(k); it != stride2_.end()) {
       at::Tensor out = y.defined() ? y : at::empty(s.shape, x.options().memory_format(at::MemoryFormat::ChannelsLast));
       if (native::stride2_transposed_applies(x, t.w, s.stride, s.padding, s.output_padding, s.groups, out)) {
-#ifdef PNP_HAVE_WGMMA_CONV
-        if (it->second.hopper.defined() && native::wgmma_stride2_transposed_applies(x, t.w, out)) {
-          native::wgmma_stride2_transposed(x, it->second.hopper, out);
-          stride2_hopper_used_ = stride2_hopper_used_ || validating_ || from_cache_capture_;
-          return out;
-        }
-#endif
-        native::stride2_transposed(x, it->second.gemm, out);
+        native::stride2_transposed(x, it->second, out);
         stride2_used_ = stride2_used_ || validating_ || from_cache_capture_;
         return out;
       }
@@ -1175,9 +1161,6 @@ class NativeImpl final : public NativeExecutor {
     if (stride2_used_)
       notes_.push_back("CUDA: the 2×2, stride-2 transposed convolutions as two cuBLAS products each, written into their "
                        "output (transposed_gemm.hpp)");
-    if (stride2_hopper_used_)
-      notes_.push_back("CUDA: the 2×2, stride-2 transposed convolutions as pnp's Hopper kernel, one 1×1 convolution to "
-                       "their four taps written to their pixels (wgmma_conv.hpp)");
 #ifdef PNP_HAVE_CUDNN_FE
     if (adds > 0)
       notes_.push_back("CUDA: " + std::to_string(adds_used) + " of " + std::to_string(adds) +
@@ -1239,16 +1222,9 @@ class NativeImpl final : public NativeExecutor {
   native::Plan plan_;
   std::vector<Bound> bound_;  // one per plan step
   std::map<size_t, Bound> phase_;  // by step: a folded upsample's phase convolution (transposed())
-  // A 2×2, stride-2 transposed convolution's weights: for cuBLAS's products (transposed_gemm.hpp)
-  // and, where NativeOptions::wgmma_transposed may take it, for pnp's Hopper kernel
-  // (wgmma_conv.hpp; undefined otherwise)
-  struct Stride2 {
-    at::Tensor gemm, hopper;
-  };
-  std::map<size_t, Stride2> stride2_;  // by step
+  std::map<size_t, at::Tensor> stride2_;  // by step: a 2×2, stride-2 transposed convolution's weight for its products
   std::future<void> stride2_warm_;  // cuBLAS's first-use work for them, beside the compile (joined by capture())
-  bool phase_used_ = false, pool_used_ = false, stride2_used_ = false, stride2_hopper_used_ = false,
-       add_in_kernel_ = false;  // pnp's NHWC paths ran in the warm-up (or the capture)
+  bool phase_used_ = false, pool_used_ = false, stride2_used_ = false, add_in_kernel_ = false;  // pnp's NHWC paths ran in the warm-up (or the capture)
   std::vector<at::Tensor> slots_, vals_;
   at::Tensor static_in_, static_out_;
   at::Tensor ws_;  // the cuDNN graphs' workspace, grown in the warm-up (before any capture)

@@ -44,24 +44,4 @@ bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                       const std::vector<int64_t>& padding, const WgmmaVariant& v = {}, at::Tensor* out = nullptr);
 
-// The 2x2, stride-2 transposed convolution y = conv_transpose2d(x, w, stride 2) (padding 0, no
-// bias: DRUNet's upsampling) as the tile kernel's 1x1 convolution to 4 C_out channels, each
-// product written to its output pixel (WgmmaConvArgs::up_co). The input is read once, where
-// cuBLAS's products (transposed_gemm.hpp) read it once per output-row parity, and its TF32
-// products run on wgmma, where cuBLAS picked an sm80 kernel for DRUNet 4096²'s widest one
-// (docs/measurements/2026-12-04f). Applies where wgmma_conv would take the 1x1 convolution
-// (compute capability 9.0, float32 with TF32 allowed for cuDNN or bf16, C_in a multiple of 32 or
-// 64) and C_out is a multiple of 64: w [C_in, C_out, 2, 2] of x's dtype, x and y channels-last
-// and aligned, y [N, C_out, 2H, 2W] of x's dtype.
-bool wgmma_stride2_transposed_applies(const at::Tensor& x, const at::Tensor& w, const at::Tensor& y);
-
-// w [C_in, C_out, 2, 2] -> the 1x1 convolution's weight [4 C_out, C_in, 1, 1] (row (2a + b) C_out
-// + k is w[:, k, a, b]), channels-last, on w's device and in its dtype.
-at::Tensor wgmma_stride2_transposed_weight(const at::Tensor& w);
-
-// y = conv_transpose2d(x, w, stride 2) written in place on the current stream, w1 =
-// wgmma_stride2_transposed_weight(w). Throws pnp::Error where wgmma_stride2_transposed_applies is
-// false for (x, w, y) or the launch fails.
-void wgmma_stride2_transposed(const at::Tensor& x, const at::Tensor& w1, at::Tensor& y);
-
 }  // namespace pnp::nn::native

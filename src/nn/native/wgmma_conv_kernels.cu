@@ -33,8 +33,7 @@ struct Params {
   int row_reuse;
 };
 
-// Up: the store to a 2x2, stride-2 transposed convolution's pixels (TileOut::up_co)
-template <class T, bool Up>
+template <class T>
 __global__ void __launch_bounds__(kThreads, 2)
     wgmma_conv_kernel(const __grid_constant__ CUtensorMap tma_w, const __grid_constant__ CUtensorMap tma_x,
                       const __grid_constant__ CUtensorMap tma_tail, const Params p) {
@@ -134,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   cute::warpgroup_wait<0>();
 #pragma unroll
   for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
-  store_tile<T, Up>(acc, p.out, tid, co0, oh0, ow0, img);
+  store_tile<T>(acc, p.out, tid, co0, oh0, ow0, img);
 #endif
 }
 
@@ -144,7 +143,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   while (bw_log2 > 0 && (1 << (bw_log2 - 1)) >= a.ow) --bw_log2;  // the smallest power of two >= ow, at most 256
   const int bw = 1 << bw_log2, bh = kPx / bw;
   Params p{};
-  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0, a.up_co};
+  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0};
   p.ci = a.ci, p.kw = a.kw, p.kh = a.kh;
   p.pad_h = a.pad_h, p.pad_w = a.pad_w;
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
@@ -159,11 +158,9 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
       !input_map<T>(&mt, a.x, a.n, a.h, a.w_in, a.ci, a.kw > 1 ? a.kw - 1 : 1, 1, a.round_tf32))
     return false;
   static const bool attr =
-      cudaFuncSetAttribute(wgmma_conv_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess &&
-      cudaFuncSetAttribute(wgmma_conv_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+      cudaFuncSetAttribute(wgmma_conv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
   if (!attr) return false;
-  const auto kernel = a.up_co ? wgmma_conv_kernel<T, true> : wgmma_conv_kernel<T, false>;
-  kernel<<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
+  wgmma_conv_kernel<T><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
   return cudaGetLastError() == cudaSuccess;
 }
 
@@ -180,11 +177,8 @@ bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16) {
 }
 
 bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
-  if (a.up_co != 0 && (a.up_co < 0 || a.up_co % kCo || a.co != 4 * a.up_co || a.kh != 1 || a.kw != 1 || a.pad_h ||
-                       a.pad_w || a.b || a.z || a.relu || a.kernel == WgmmaKernel::rows))
-    return false;
-  if (a.up_co == 0 && (a.kernel == WgmmaKernel::rows ||
-      (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16))))
+  if (a.kernel == WgmmaKernel::rows ||
+      (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))
     return launch_wgmma_rows(a, stream);
   if (!wgmma_conv_supported(a.ci, a.co, a.kh, a.kw, a.bf16)) return false;
   if (a.n <= 0 || a.oh <= 0 || a.ow <= 0 || a.oh != a.h + 2 * a.pad_h - a.kh + 1 || a.ow != a.w_in + 2 * a.pad_w - a.kw + 1)

@@ -34,11 +34,6 @@ struct WgmmaConvArgs : ConvArgs {
   // shared memory by the bulk copy engine (the default: DRUNet 1 ch 4096² fp32 236.2 against
   // 244.2-245.2 ms on one H200, docs/measurements/2026-12-04e). For tests and A/B.
   bool two_consumers = false;
-  // 0, or the tile kernel's 1x1 convolution (kh = kw = 1, co = 4 up_co, no bias or residual) as
-  // a 2x2, stride-2 transposed convolution to up_co channels (a multiple of 64): output channel
-  // (2a + b) up_co + k, the product of input pixel (i, j) with tap (a, b)'s weights, is written
-  // to y's channel k at pixel (2i + a, 2j + b); y [n][2 oh][2 ow][up_co], oh = h, ow = w_in.
-  int up_co = 0;
 };
 
 // Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out

@@ -56,10 +56,6 @@ struct TileOut {
   int oh, ow, co;          // the output's size (NHWC)
   int bw_log2, bh;         // the tile's pixels: bh rows of 2^bw_log2
   int relu;
-  // (the tile kernel) 0, or a 2x2, stride-2 transposed convolution's C_out (a multiple of 64):
-  // this 1x1 convolution's output channel (2a + b) up_co + k is y's channel k at pixel
-  // (2i + a, 2j + b), y [n][2 oh][2 ow][up_co]; no bias or residual then
-  int up_co = 0;
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a device code only
@@ -107,10 +103,9 @@ __device__ __forceinline__ void gmma_block(uint64_t da, uint64_t db, float (&acc
 }
 
 // The epilogue of one warpgroup's 64 x 2N tile at (co0, oh0, ow0) of image img: + bias,
-// + residual, ReLU, one store; Up: the store only, to the transposed convolution's pixels
-// (TileOut::up_co; a kernel of its own: its index in the plain kernel spilled 616 bytes). Thread (warp w, lane l of the warpgroup) holds channels
+// + residual, ReLU, one store. Thread (warp w, lane l of the warpgroup) holds channels
 // 16w + l/4 (+ 8) of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored.
-template <class T, bool Up = false, int N>
+template <class T, int N>
 __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0,
                                            int ow0, int img) {
   const int w = wg_tid >> 5, l = wg_tid & 31;
@@ -122,21 +117,15 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     co[i] = co0 + 16 * w + (l >> 2) + 8 * i;
-    bv[i] = !Up && bias ? to_f(bias[co[i]]) : 0.f;
+    bv[i] = bias ? to_f(bias[co[i]]) : 0.f;
   }
   const int bw_mask = (1 << p.bw_log2) - 1;
   const bool inside = oh0 + p.bh <= p.oh && ow0 + bw_mask + 1 <= p.ow;  // the whole tile in the image
-  // (Up: the tile's 64 channels are one tap (a, b)'s, tap = co0 / up_co, from channel k0)
-  const int tap = Up ? co0 / p.up_co : 0, k0 = Up ? co0 - tap * p.up_co : 0;
   auto index = [&](int j, int e, int i, bool& ok) {
     const int q = 8 * j + 2 * (l & 3) + e;
     const int oh = oh0 + (q >> p.bw_log2), ow = ow0 + (q & bw_mask);
     ok = inside || (oh < p.oh && ow < p.ow);
-    if constexpr (Up)
-      return ((static_cast<size_t>(img) * 2 * p.oh + 2 * oh + (tap >> 1)) * 2 * p.ow + 2 * ow + (tap & 1)) * p.up_co +
-             (k0 + co[i] - co0);
-    else
-      return ((static_cast<size_t>(img) * p.oh + oh) * p.ow + ow) * p.co + co[i];
+    return ((static_cast<size_t>(img) * p.oh + oh) * p.ow + ow) * p.co + co[i];
   };
   // 16 pixels at a time: the chunk's 8 residual loads are issued before the first is used
   // (one after the other, each waiting on memory, they cost the 128-channel layers 75 %:
@@ -152,7 +141,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
         for (int i = 0; i < 2; ++i) {
           bool ok;
           const size_t idx = index(2 * jc + jj, e, i, ok);
-          zv[4 * jj + 2 * i + e] = !Up && z && ok ? to_f(z[idx]) : 0.f;
+          zv[4 * jj + 2 * i + e] = z && ok ? to_f(z[idx]) : 0.f;
         }
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj)
@@ -164,7 +153,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
           const int j = 2 * jc + jj;
           const size_t idx = index(j, e, i, ok);
           float v = acc[4 * j + 2 * i + e] + bv[i] + zv[4 * jj + 2 * i + e];
-          if (!Up && p.relu) v = fmaxf(v, 0.f);
+          if (p.relu) v = fmaxf(v, 0.f);
           if (ok) y[idx] = from_f<T>(v);
         }
   }
