@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 quality=0
 if [ "${1:-}" = "--quality" ]; then quality=1; shift; fi
 if [ $# -gt 0 ]; then side=("$@"); else side=(docs/results/side_by_side_h200_*fp32.h5); fi
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}   # reproducible PDFs
 export PYTHONPATH=$PWD/postprocess${PYTHONPATH:+:$PYTHONPATH}
 python3 -m pnp_postprocess peer-speedup "${side[@]}" --out docs/figures --name peer_side_by_side_h200
 python3 -m pnp_postprocess scaling docs/results/scaling_model_input_h200.h5 \
