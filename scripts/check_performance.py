@@ -13,7 +13,8 @@ of docs/results as FILE.csv#ID, where ID may hold shell wildcards (`call4_*`).
 4. Every command of a named row (and every `command` in backticks in the row) runs at HEAD as far
    as this machine can tell without a GPU: a script in scripts/ exists (with the stage it names for
    gpu_measure.sh, the function it names for device_call.sh), a pnp program is built in --bin,
-   every --option it uses is in the program's --help, and every input/*.toml it names exists.
+   every --option it uses is in the program's --help, every input/*.toml it names exists, and a
+   pnp_recon command's configuration and --set overrides parse (`--print-config`).
 Exit 1 with one line per problem.
 """
 from __future__ import annotations
@@ -108,6 +109,9 @@ def _help_text(prog, bindir, problems, what, cmd):
 
 
 def check_command(cmd, bindir, problems, what, cache):
+    if ("checked", cmd) in cache:   # each command once
+        return
+    cache[("checked", cmd)] = True
     try:
         toks = shlex.split(cmd)
     except ValueError as e:
@@ -131,6 +135,14 @@ def check_command(cmd, bindir, problems, what, cache):
             problems.append(f"{what}: command '{cmd}': option {t.split('=')[0]} is not in {prog} --help")
         if t.startswith("input/") and t.endswith(".toml") and not os.path.isfile(os.path.join(ROOT, t)):
             problems.append(f"{what}: command '{cmd}': {t} does not exist")
+    if os.path.basename(prog) == "pnp_recon" and "--help" not in toks:
+        # the configuration and every --set parse at HEAD: the effective configuration, no run
+        args = [a for a in toks[1:] if a not in ("--dry-run", "--force", "--resume")]
+        r = subprocess.run([os.path.join(bindir, "pnp_recon"), *args, "--print-config"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or "error:" in r.stdout + r.stderr:
+            err = [l for l in (r.stdout + r.stderr).splitlines() if "error" in l][:1]
+            problems.append(f"{what}: command '{cmd}' does not parse at HEAD: {err[0] if err else r.returncode}")
 
 
 def check(doc, results_dir, bindir):

@@ -62,3 +62,18 @@ def test_command_that_does_not_parse_fails(tmp_path, capsys):
     assert "--no-such-option" in capsys.readouterr().out
     assert cp.main(write(tmp_path, "227.54", cmd="scripts/device_call.sh no_such_function")) == 1
     assert cp.main(write(tmp_path, "227.54", cmd="pnp_bench input/sweep.toml")) == 1   # not built in --bin
+
+
+def test_recon_override_that_does_not_parse_fails(tmp_path, capsys):
+    """With pnp_recon built, an unknown --set key fails; a known one passes."""
+    bindir = os.environ.get("PNP_TEST_BIN", os.path.join(ROOT, "build", "cpu", "bin"))
+    if not os.path.isfile(os.path.join(bindir, "pnp_recon")):
+        import pytest
+        pytest.skip("pnp_recon is not built")
+    args = write(tmp_path, "227.54", cmd="pnp_recon input/demo.toml --set solver.nosuch=1")
+    args[-1] = bindir
+    assert cp.main(args) == 1
+    assert "does not parse at HEAD" in capsys.readouterr().out
+    args = write(tmp_path, "227.54", cmd="pnp_recon input/demo.toml --set solver.iterations=3")
+    args[-1] = bindir
+    assert cp.main(args) == 0
