@@ -8,6 +8,9 @@
      in src/ only in the configuration's parser and printers (src/config/).
   4. No source file outside test/ is over 600 lines.
   5. No function outside test/ is over 120 lines (counted by lizard, C++, CUDA and Python).
+  6. Every repository path a tracked file names exists (relative to the root or to the file),
+     and nothing cites the removed lab notebook (docs/measurements) or design-decisions.md;
+     "COMMIT:PATH" (a file in git history), wildcards and NAME placeholders are not paths.
 
 Exit 0 when every rule holds, 1 with one line per breach, 77 (skipped) outside a git checkout.
   scripts/check_house.py [--root DIR]
@@ -25,6 +28,9 @@ SOURCE_SUFFIXES = {".cpp", ".hpp", ".h", ".cu", ".cuh", ".py"}
 # Built from pieces so that this file does not match its own patterns.
 OUTSIDE = re.compile(r"\.\./" + "shared" + r"|\b" + "DES" + r"IGN\.md")
 MODE_WORDS = re.compile(r'"(layer|fused|post|pre)"')
+REPO_PATH = re.compile(r"(?<![\w./:-])((?:\.\./)*(?:docs|scripts|input|jobs|models|python|postprocess|src|include|apps"
+                       r"|test|cmake)/[\w./-]*[\w-]\.(?:md|csv|h5|png|pdf|toml|py|sh|cpp|hpp|cu|cuh|sbatch|txt|ipynb))")
+REMOVED = re.compile(r"(?<![0-9a-f]:)(?<![\w/-])(?:docs/)?measurements/20\d\d|design-decisions\.md")
 
 
 def tracked(root):
@@ -48,6 +54,22 @@ def outside_references(root, files):
         for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
             if OUTSIDE.search(line):
                 yield f"{f}:{i}: refers to a path outside the repository: {line.strip()[:120]}"
+
+
+def dangling_paths(root, files):
+    for f in files:
+        p = root / f
+        if f == "scripts/check_house.py" or not is_text(p):
+            continue
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            for m in REPO_PATH.finditer(line):
+                ref = m.group(1)
+                if "*" in ref or "<" in ref or re.search(r"/[A-Z]+\.", ref):
+                    continue
+                if not (root / ref).exists() and not (p.parent / ref).exists():
+                    yield f"{f}:{i}: names {ref}, which does not exist"
+            if REMOVED.search(line):
+                yield f"{f}:{i}: cites the removed lab notebook or design-decisions.md: {line.strip()[:120]}"
 
 
 def notebook(files):
@@ -104,7 +126,7 @@ def main():
         print(f"check_house: {root} is not a git checkout; skipped")
         return 77
     files = [f for f in tracked(root) if (root / f).is_file()]
-    breaches = [*outside_references(root, files), *notebook(files), *mode_strings(root, files),
+    breaches = [*outside_references(root, files), *dangling_paths(root, files), *notebook(files), *mode_strings(root, files),
                 *long_files(root, files), *long_functions(root, files)]
     for b in breaches:
         print(b)
