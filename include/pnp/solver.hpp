@@ -24,6 +24,7 @@
 #include "pnp/config.hpp"
 #include "pnp/decomposition.hpp"
 #include "pnp/io.hpp"
+#include "pnp/layer_exchange.hpp"
 #include "pnp/nn/nn.hpp"
 #include "pnp/physics.hpp"
 
@@ -97,8 +98,7 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device, std::un
                                    const std::vector<nn::AxisNeighbours>& axes);
 // ---- Denoiser work per rank ---------------------------------------------------------------
 
-// Rank `rank`'s view of d's split, for nn::with_layer_halos.
-std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank);
+// layer_neighbours(d, rank), the rank's view of the split: pnp/layer_exchange.hpp.
 
 // What one denoiser call costs each rank, counted on the IR (roofline::count): its conv FLOPs
 // against the ideal share (the whole image's FLOPs / ranks), and what it exchanges. halo_mode

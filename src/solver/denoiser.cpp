@@ -4,8 +4,8 @@
 #include <functional>
 #include <map>
 
+#include "pnp/layer_exchange.hpp"
 #include "pnp/nn/inductor.hpp"
-#include "layer_exchange.hpp"
 #include "pnp/nn/native.hpp"
 #include "pnp/solver.hpp"
 

@@ -28,6 +28,17 @@ Config gd_config() {
   c.output.progress = false;
   return c;
 }
+
+// gd_config on the Shepp-Logan phantom from FBP, with a shipped trained denoiser at sigma 0.02.
+Config trained_config(const std::string& architecture, const std::string& weights) {
+  Config c = gd_config();
+  c.problem.phantom = "shepp_logan";
+  c.solver.init = "fbp";
+  c.denoiser.architecture = architecture;
+  c.denoiser.weights = weights;
+  c.denoiser.sigma = 0.02;
+  return c;
+}
 }  // namespace
 
 TEST_CASE("the simulated problem, each rank its share, equals the whole image simulated on every rank") {
@@ -151,13 +162,8 @@ TEST_CASE("clamp to the ground truth's range needs a ground truth") {
 
 TEST_CASE("bf16 denoiser: the solver state stays float32 and the reconstruction follows fp32's") {
   // The shipped DnCNN on the small problem, eager (none) and native (pre), fp32 against bf16.
-  Config base = gd_config();
-  base.problem.phantom = "shepp_logan";
-  base.solver.init = "fbp";
+  Config base = trained_config("dncnn", "dncnn_ct");
   base.solver.relaxation = 0.2;
-  base.denoiser.architecture = "dncnn";
-  base.denoiser.weights = "dncnn_ct";
-  base.denoiser.sigma = 0.02;
   auto d = plan_decomposition(base.problem.size, world_size(), "slabs", {}, 1, 1);
   auto comm = make_communicator("mpi", MPI_COMM_WORLD, at::kCPU, 1, 0);
   Problem prob = setup_problem(base, d, world_rank(), at::kCPU);
@@ -235,14 +241,9 @@ TEST_CASE("memory plan: the largest aligned patch within denoiser.memory_limit_g
 TEST_CASE("CUDA: run_pnp on the GPU equals the CPU run in every compile mode (TF32 off)" * doctest::skip(!at::hasCUDA())) {
   // A small DnCNN PnP problem, strict fp32 on the GPU (cuDNN TF32 off), eager and native in
   // none, pre, post and fused (post and fused capture CUDA graphs) against the CPU eager run.
-  Config base = gd_config();
-  base.problem.phantom = "shepp_logan";
-  base.solver.init = "fbp";
+  Config base = trained_config("dncnn", "dncnn_ct");
   base.solver.clamp = "ground_truth";
   base.solver.iterations = 4;
-  base.denoiser.architecture = "dncnn";
-  base.denoiser.weights = "dncnn_ct";
-  base.denoiser.sigma = 0.02;
   base.compile.autotune = false;
   const bool tf32 = at::globalContext().allowTF32CuDNN();
   at::globalContext().setAllowTF32CuDNN(false);
@@ -275,13 +276,8 @@ TEST_CASE("CUDA: run_pnp on the GPU equals the CPU run in every compile mode (TF
 }
 
 TEST_CASE("annealed sigma (denoiser.sigma_start): geometric schedule, recorded, the same in every compile mode") {
-  Config base = gd_config();
-  base.problem.phantom = "shepp_logan";
-  base.solver.init = "fbp";
+  Config base = trained_config("drunet", "drunet_ct");  // trained: its output depends on sigma
   base.solver.iterations = 5;
-  base.denoiser.architecture = "drunet";
-  base.denoiser.weights = "drunet_ct";  // trained: its output depends on sigma
-  base.denoiser.sigma = 0.02;
   base.denoiser.sigma_start = 0.16;
   // sigma_k = 0.16 * (0.02 / 0.16)^(k / 4): 0.16, 0.0951, 0.0566, 0.0336, 0.02
   CHECK(sigma_at(base.denoiser, 0, 5) == doctest::Approx(0.16));

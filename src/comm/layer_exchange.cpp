@@ -1,10 +1,17 @@
-#include "layer_exchange.hpp"
+#include "pnp/layer_exchange.hpp"
 
 #include <ATen/ATen.h>
 
-#include "pnp/solver.hpp"
-
 namespace pnp {
+
+std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank) {
+  const auto peers = d.peers(rank);
+  std::vector<nn::AxisNeighbours> axes(2);
+  axes[0].split = d.grid_rows > 1;
+  axes[1].split = d.grid_cols > 1;
+  for (size_t a = 0; a < 2; ++a) axes[a].lo = peers[a].lo >= 0, axes[a].hi = peers[a].hi >= 0;
+  return axes;
+}
 
 LayerExchange::LayerExchange(Communicator& comm, const Decomposition& d)
     : comm_(comm), axes_(layer_neighbours(d, comm.rank())) {

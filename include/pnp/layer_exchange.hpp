@@ -1,6 +1,8 @@
-// The layer halo's exchanges (distributed.halo_mode = "layer") over the ranks' communicator: the
-// nn::HaloExchanger the executors call at every halo node. Not a public header: make_denoiser
-// (denoiser.cpp) builds one when the denoiser runs distributed.
+// The layer halo's exchanges (distributed.halo_mode = layer) over the ranks' communicator: the
+// nn::HaloExchanger the executors call at every halo node, beside the input halo's HaloPlan
+// (pnp/halo.hpp). make_denoiser (src/solver/denoiser.cpp) builds one when the denoiser runs
+// distributed; layer_neighbours is also what the work counts (solver) and the scaling model
+// (benchmark) split the graph by.
 #pragma once
 
 #include <map>
@@ -13,6 +15,9 @@
 #include "pnp/nn/executor.hpp"
 
 namespace pnp {
+
+// Rank `rank`'s view of d's split, for nn::with_layer_halos.
+std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank);
 
 class LayerExchange final : public nn::HaloExchanger {
  public:
