@@ -1,6 +1,6 @@
-// The distributed PnP-PGD solver as a library: the problem, the denoiser, the memory plan, the
-// loop and one call that sets up, runs and gathers a whole reconstruction (what pnp_recon,
-// the tests and any embedding program call). One iteration on rank r:
+// The distributed PnP-PGD solver as a library: the execution plan, the problem, the denoiser,
+// the memory plan, the loop and one call that sets up, runs and gathers a whole reconstruction
+// (what pnp_recon, the tests and any embedding program call). One iteration on rank r:
 //   FP    p_r = A_r x_r            partial sinogram of the owned pixels
 //   COMM  p   = allreduce_sum(p_r)
 //   BP    g_r = A_r^T (p - y)
@@ -58,7 +58,7 @@ struct ExecutionPlan {
   // start on the network's sampling grid (plan_decomposition's align_owned).
   Decomposition decomp;
   DenoiserExecutor executor = DenoiserExecutor::eager;
-  bool executor_graph = false;  // executor_captures
+  bool executor_graph = false;  // the native executor, with executor_captures
   bool region_graphs = false;   // solver_captures on `device`
 };
 // InputError when the halo mode cannot run with compile.backend (layer_halo_supported) or no
