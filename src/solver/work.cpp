@@ -15,7 +15,7 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
     const TilePlan& t = d.tile(r);
     DenoiserWork w;
     w.ideal = total / ranks;
-    if (cfg.distributed.halo_mode == "layer" && ranks > 1) {
+    if (layer_exchanges(cfg.distributed.halo_mode, ranks)) {
       const nn::Graph g = nn::with_layer_halos(whole, layer_neighbours(d, r));
       const std::vector<int64_t> shape{1, c, t.own.rows(), t.own.cols()};
       w.flops = roofline::count(g, shape).flops;
