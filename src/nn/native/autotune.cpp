@@ -96,8 +96,9 @@ bool NativeImpl::wait_for_builds(Epilogue& e) {
 }
 
 // What cuDNN builds for this step: conv(x, w) (+ z) (+ b) (ReLU) into y.
-native::EpilogueSpec NativeImpl::epilogue_spec(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
-                                               const at::Tensor& y, const std::vector<int64_t>& padding, int candidates) const {
+native::EpilogueSpec NativeImpl::epilogue_spec(const PlanStep& s, const Bound& t, const at::Tensor& x,
+                                               const at::Tensor* z, const at::Tensor& y,
+                                               const std::vector<int64_t>& padding, int candidates) const {
   native::EpilogueSpec spec;
   spec.x = x, spec.w = t.w, spec.y = y;
   if (z) spec.z = *z;
@@ -110,8 +111,9 @@ native::EpilogueSpec NativeImpl::epilogue_spec(const PlanStep& s, const Bound& t
   return spec;
 }
 
-NativeImpl::Epilogue NativeImpl::choose_epilogue(const std::string& layout, const PlanStep& s, Bound& t, const at::Tensor& x,
-                                                 const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
+NativeImpl::Epilogue NativeImpl::choose_epilogue(const std::string& layout, const PlanStep& s, Bound& t,
+                                                 const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
+                                                 const std::vector<int64_t>& padding) {
   Epilogue e;
   e.shape = shape_string(y.sizes().vec());
   const bool forced = opt_.cudnn_epilogues_forced;
@@ -165,7 +167,8 @@ NativeImpl::Epilogue NativeImpl::choose_epilogue(const std::string& layout, cons
 // with its option on; epilogue_conv runs the one that does), the generic ops, or the graph with
 // its plan (serialised, or rebuilt at its heuristic position on spec's tensors), the workspace
 // grown for it (like: its device). Throws when cuDNN does not take the plan.
-NativeImpl::Epilogue NativeImpl::from_cache(const native::PlanChoice& c, native::EpilogueSpec spec, const at::Tensor& like, bool pnp_ok) {
+NativeImpl::Epilogue NativeImpl::from_cache(const native::PlanChoice& c, native::EpilogueSpec spec,
+                                            const at::Tensor& like, bool pnp_ok) {
   Epilogue e;
   e.cached = true;
   e.graph_ms = c.graph_ms, e.generic_ms = c.generic_ms, e.engine = c.engine, e.pnp_ms = c.pnp_ms;
@@ -184,8 +187,9 @@ NativeImpl::Epilogue NativeImpl::from_cache(const native::PlanChoice& c, native:
 // The candidates built in parallel (choose_epilogue): waited for, the fastest of them kept,
 // then timed against the two ops. Where none built (e.g. TF32 off bars the first plans), the
 // heuristic order is searched further, as without parallel builds.
-void NativeImpl::decide_epilogue(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x,
-                                 const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
+void NativeImpl::decide_epilogue(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t,
+                                 const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
+                                 const std::vector<int64_t>& padding) {
   const auto t_wait = std::chrono::steady_clock::now();
   std::vector<native::EpilogueCandidate> built;
   for (native::EpilogueCandidate& c : e.pending.get()) {
@@ -217,8 +221,9 @@ void NativeImpl::decide_epilogue(const std::string& layout, Epilogue& e, const P
 }
 
 // The layout's rivals timed (time_rivals), the choice into the plan cache.
-void NativeImpl::time_and_remember(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x,
-                                   const at::Tensor* z, at::Tensor& y, const std::vector<int64_t>& padding) {
+void NativeImpl::time_and_remember(const std::string& layout, Epilogue& e, const PlanStep& s, Bound& t,
+                                   const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
+                                   const std::vector<int64_t>& padding) {
   time_rivals(e, s, t, x, z, y, padding);
   remember(plan_cache(), layout, e);
 }
@@ -237,8 +242,8 @@ PnpKernel NativeImpl::pnp_kernel(const PlanStep& s, const Bound& t, const at::Te
 }
 
 // Runs pnp's kernel `k` (pnp_kernel's answer for this layout) into y.
-void NativeImpl::run_pnp(PnpKernel k, const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
-                         const std::vector<int64_t>& padding) const {
+void NativeImpl::run_pnp(PnpKernel k, const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
+                         at::Tensor& y, const std::vector<int64_t>& padding) const {
   if (k == PnpKernel::few_in) {
     native::few_in_conv(x, t.w, ir_bias(t), z, s.relu, padding, &y);
     return;
@@ -261,8 +266,8 @@ void NativeImpl::run_pnp(PnpKernel k, const PlanStep& s, const Bound& t, const a
 // cuDNN's fused ops, or the convolution then add_; e.use when the graph is faster), and pnp's
 // kernel where one applies against the faster of those (e.pnp, within pnp_kernel_wins's
 // margin). Without a graph and a kernel of pnp's nothing is timed: the generic ops run.
-void NativeImpl::time_rivals(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z, at::Tensor& y,
-                          const std::vector<int64_t>& padding) {
+void NativeImpl::time_rivals(Epilogue& e, const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
+                             at::Tensor& y, const std::vector<int64_t>& padding) {
   e.pnp_kernel = pnp_kernel(s, t, x, z, padding);
   if (!e.graph && e.pnp_kernel == PnpKernel::none) return;
   std::vector<std::function<void()>> runs{[&] { generic_conv(s, t, x, z, padding); }};

@@ -68,7 +68,8 @@ struct Bound {
   // The bias of a graph with an epilogue (residual add or ReLU) where the IR's conv has none:
   // zeros. cuDNN's precompiled conv (+ residual) + bias (+ ReLU) engines (eng41, eng51 on an
   // H200) take those graphs; conv + residual alone, and conv + ReLU, had only engines that cuDNN
-  // compiles at run time (eng4): 0.35-0.61 s to build each, and slower (docs/performance.md#compile-time-and-the-plan-cache)
+  // compiles at run time (eng4): 0.35-0.61 s to build each, and slower
+  // (docs/performance.md#compile-time-and-the-plan-cache)
   at::Tensor zero_b;
   // A convolution with one output channel may run as pnp's own kernel (narrow_conv.hpp;
   // NativeOptions::narrow_convs); narrow_used: it did in the warm-up. One with few input or
@@ -241,7 +242,8 @@ class NativeImpl final : public NativeExecutor {
   bool from_cache_capture_ = false;  // capturing from the plan cache's list (capture_from_plan_cache)
   int warmup_run_ = 0;  // which warm-up run is running (epilogue_conv: parallel builds)
   // What the warm-up may still wait for parallel builds where it meets their layouts
-  // (wait_for_builds): DRUNet 4096²'s candidates took 0.004-0.088 s a layout (docs/performance.md#compile-time-and-the-plan-cache).
+  // (wait_for_builds): DRUNet 4096²'s candidates took 0.004-0.088 s a layout
+  // (docs/performance.md#compile-time-and-the-plan-cache).
   static constexpr double kBuildWaitBudgetS = 0.5;
   double build_wait_left_s_ = kBuildWaitBudgetS;
   double compile_s_ = 0;

@@ -9,8 +9,8 @@ namespace pnp::nn {
 
 namespace native {
 
-NativeImpl::NativeImpl(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype, std::vector<int64_t> shape,
-                       NativeOptions opt)
+NativeImpl::NativeImpl(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype,
+                       std::vector<int64_t> shape, NativeOptions opt)
     : g_(g), device_(concrete_device(device)), dtype_(dtype), shape_(std::move(shape)), opt_(opt) {
   const auto t0 = std::chrono::steady_clock::now();
   require_executor_dtype("native executor", dtype);
