@@ -121,7 +121,7 @@ if(PNP_CUDA)
 endif()
 
 # --- pnp's Hopper implicit-GEMM convolution (optional, CUDA builds) ------------------
-# src/nn/native/wgmma_conv_kernels.cu, built for sm_90a: CuTe's wgmma and bulk-copy wrappers and
+# src/nn/native/cuda/wgmma_conv_kernels.cu, built for sm_90a: CuTe's wgmma and bulk-copy wrappers and
 # CUTLASS's barriers, header-only, from PyPI's nvidia-cutlass (pip install nvidia-cutlass: the
 # headers are cutlass_library/source/include in site-packages), or set CUTLASS_INCLUDE.
 set(PNP_WGMMA_CONV OFF)

@@ -34,7 +34,7 @@ if [ -n "$fe_tar" ]; then
   [ -f "$fe_root/include/cudnn_frontend.h" ] || { mkdir -p "$fe_root" && tar xzf "$fe_tar" -C "$fe_root"; }
   export CUDNN_FRONTEND_INCLUDE=$fe_root/include
 fi
-# The CUTLASS / CuTe headers (pnp's Hopper convolution, src/nn/native/wgmma_conv_kernels.cu):
+# The CUTLASS / CuTe headers (pnp's Hopper convolution, src/nn/native/cuda/wgmma_conv_kernels.cu):
 # the include/ folder of PyPI's nvidia-cutlass wheel, carried in .deps as a tarball:
 #   pip download --no-deps nvidia-cutlass==4.2.0.0 -d /tmp/cutlass && (cd /tmp/cutlass && \
 #     python3 -m zipfile -e *.whl x && tar czf "$OLDPWD/.deps/nvidia-cutlass-4.2.0.0-include.tar.gz" \

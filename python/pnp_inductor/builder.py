@@ -1,6 +1,6 @@
 """One generic nn.Module for every pnp IR graph.
 
-Each IR op maps to exactly the ATen call of pnp's eager executor (src/nn/eager.cpp,
+Each IR op maps to exactly the ATen call of pnp's eager executor (src/nn/executor.cpp,
 ``nn::apply_node``), so compiled and eager agree to float rounding:
 
   sigma_channel     a [B, 1, spatial...] map filled with the runtime sigma (a 0-d tensor input)

@@ -35,6 +35,13 @@ inline Graph make(std::string arch, int dim, int cin, int cout, std::vector<int6
   return build(s);
 }
 
+namespace same_channels {
+// The denoiser of `arch` with as many output channels as input channels (make's common case).
+inline Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks = -1) {
+  return test::make(std::move(arch), dim, c, c, std::move(f), blocks);
+}
+}  // namespace same_channels
+
 // float32 weights: init_weights(g, seed) with the BN weight, bias, running mean and
 // running variance replaced by seeded values away from the identity.
 inline Weights random_weights(const Graph& g, uint64_t seed) {
@@ -56,5 +63,12 @@ inline at::Tensor rnd(std::vector<int64_t> shape, uint64_t seed) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   return at::empty(shape, at::kDouble).uniform_(-1.0, 1.0, gen);
 }
+
+// The helpers the denoiser tests call unqualified: `using namespace test::names;`.
+namespace names {
+using same_channels::make;
+using test::random_weights;
+using test::rnd;
+}  // namespace names
 
 }  // namespace pnp::nn::test

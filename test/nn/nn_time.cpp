@@ -55,6 +55,90 @@ std::vector<std::string> split(const std::string& s, char sep) {
   for (std::string t; std::getline(ss, t, sep);) out.push_back(t);
   return out;
 }
+
+// --native's letters as the native backend's options (the list above).
+nn::NativeOptions native_options(const std::string& native_s, const std::string& cache_dir, int benchmark_limit,
+                                 int precompiled) {
+  nn::NativeOptions nopt;
+  nopt.channels_last = native_s.find('c') != std::string::npos;
+  nopt.fuse = native_s.find('f') != std::string::npos;
+  nopt.autotune = native_s.find('a') != std::string::npos;
+  nopt.cuda_graph = native_s.find('g') != std::string::npos;
+  nopt.cudnn_fused_bf16 = native_s.find('b') != std::string::npos;
+  nopt.cudnn_epilogues = native_s.find_first_of("eE") != std::string::npos;
+  nopt.cudnn_epilogues_forced = native_s.find('E') != std::string::npos;
+  nopt.cudnn_graph_convs = native_s.find('G') != std::string::npos;
+  if (native_s.find('p') != std::string::npos) nopt.plan_cache_dir = (fs::path(cache_dir) / "native").string();
+  nopt.cudnn_benchmark = native_s.find('B') != std::string::npos && native_s.find('n') == std::string::npos;
+  nopt.parallel_plan_builds = native_s.find('s') == std::string::npos;
+  nopt.upsample_conv = native_s.find('u') == std::string::npos;
+  nopt.narrow_convs = native_s.find('k') == std::string::npos;
+  nopt.wgmma_convs = native_s.find('w') != std::string::npos;
+  nopt.nhwc_kernels = native_s.find('d') == std::string::npos;
+  nopt.cudnn_benchmark_limit = benchmark_limit;
+  nopt.cudnn_graph_precompiled = precompiled;
+  return nopt;
+}
+
+// --backends as arms (inductor: cold and warm, its cached package removed for the cold one; warm
+// only with --warm-only).
+std::vector<std::string> arms_of(const std::string& backends_s, bool warm_only, const nn::Graph& g,
+                                 const std::vector<int64_t>& shape, at::ScalarType dtype, const at::Device& device,
+                                 const nn::InductorOptions& io) {
+  std::vector<std::string> arms;
+  for (const auto& b : split(backends_s, ','))
+    if (b == "inductor") {
+      if (warm_only) {
+        arms.push_back("inductor-warm");
+        continue;
+      }
+      arms.insert(arms.end(), {"inductor-cold", "inductor-warm"});
+      const std::string pkg = nn::inductor_package_path(g, shape, dtype, device, io);
+      for (const auto& ext : {"", ".json", ".log", ".ir.json"}) fs::remove(pkg + ext);
+    } else if (b == "eager" || b == "native") {
+      arms.push_back(b);
+    } else {
+      throw InputError("--backends: unknown backend '" + b + "' (eager, native, inductor)");
+    }
+  return arms;
+}
+
+// --profile N: N more calls of the arm with the Kineto profiler, its longest device kernels.
+void print_profile(const at::Device& device, nn::Executor& ex, const at::Tensor& x, const std::string& arm, int profile,
+                   double stable) {
+  const KernelProfile kp = profile_kernels(device, [&] { ex.forward(x, 0.1); }, profile);
+  std::cout << "nn_time profile " << arm << ": " << kp.kernels.size() << " distinct kernels, kernel-busy "
+            << kp.busy_seconds / profile * 1e3 << " ms per forward (stable " << stable * 1e3 << " ms)\n";
+  for (size_t i = 0; i < std::min<size_t>(kp.kernels.size(), 15); ++i) {
+    const auto& k = kp.kernels[i];
+    std::cout << "  " << k.seconds / profile * 1e3 << " ms  " << 100 * k.seconds / kp.busy_seconds << " %  "
+              << static_cast<double>(k.count) / profile << " x  " << k.name.substr(0, 110) << "\n";
+  }
+  std::cout.flush();
+}
+
+#ifdef PNP_HAVE_CUDA
+// The warm inductor forward captured in a CUDA graph and replayed (capturable, as the solver's
+// graph placements need), its difference to the first arm's output.
+void check_capture(const at::Device& device, const CallTimer& timer, nn::Executor& ex, const at::Tensor& x,
+                   const at::Tensor& ref, const std::string& first_arm) {
+  at::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
+  at::cuda::CUDAGraph graph;
+  at::Tensor yg;
+  timer.sync();
+  {
+    c10::cuda::CUDAStreamGuard sg(side);
+    graph.capture_begin();
+    yg = ex.forward(x, 0.1);
+    graph.capture_end();
+  }
+  timer.sync();
+  graph.replay();
+  timer.sync();
+  std::cout << "nn_time inductor capture: CUDA graph replay rel. diff to " << first_arm << " "
+            << ((yg.to(at::kFloat) - ref).norm().item<double>() / ref.norm().item<double>()) << std::endl;
+}
+#endif
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,45 +183,14 @@ int main(int argc, char** argv) {
     s.dim = static_cast<int>(shape.size()) - 2;
     const at::Device device = concrete_device(dev_s == "cpu" ? at::Device(at::kCPU) : at::Device(dev_s));
     const at::ScalarType dtype = nn::parse_dtype(dtype_s, "--dtype");
-    nn::NativeOptions nopt;
-    nopt.channels_last = native_s.find('c') != std::string::npos;
-    nopt.fuse = native_s.find('f') != std::string::npos;
-    nopt.autotune = native_s.find('a') != std::string::npos;
-    nopt.cuda_graph = native_s.find('g') != std::string::npos;
-    nopt.cudnn_fused_bf16 = native_s.find('b') != std::string::npos;
-    nopt.cudnn_epilogues = native_s.find_first_of("eE") != std::string::npos;
-    nopt.cudnn_epilogues_forced = native_s.find('E') != std::string::npos;
-    nopt.cudnn_graph_convs = native_s.find('G') != std::string::npos;
-    if (native_s.find('p') != std::string::npos) nopt.plan_cache_dir = (fs::path(io.cache_dir) / "native").string();
-    nopt.cudnn_benchmark = native_s.find('B') != std::string::npos && native_s.find('n') == std::string::npos;
-    nopt.parallel_plan_builds = native_s.find('s') == std::string::npos;
-    nopt.upsample_conv = native_s.find('u') == std::string::npos;
-    nopt.narrow_convs = native_s.find('k') == std::string::npos;
-    nopt.wgmma_convs = native_s.find('w') != std::string::npos;
-    nopt.nhwc_kernels = native_s.find('d') == std::string::npos;
-    nopt.cudnn_benchmark_limit = benchmark_limit;
-    nopt.cudnn_graph_precompiled = precompiled;
+    const nn::NativeOptions nopt = native_options(native_s, io.cache_dir, benchmark_limit, precompiled);
 
     const auto g = nn::build(s);
     const auto w = nn::init_weights(g, 1);
     const at::Tensor x = at::rand(shape, at::TensorOptions().device(device));
     const auto c = roofline::count(g, shape, at::elementSize(dtype));
     const CallTimer timer(device);
-    std::vector<std::string> arms;
-    for (const auto& b : split(backends_s, ','))
-      if (b == "inductor") {
-        if (warm_only) {
-          arms.push_back("inductor-warm");
-          continue;
-        }
-        arms.insert(arms.end(), {"inductor-cold", "inductor-warm"});
-        const std::string pkg = nn::inductor_package_path(g, shape, dtype, device, io);
-        for (const auto& ext : {"", ".json", ".log", ".ir.json"}) fs::remove(pkg + ext);
-      } else if (b == "eager" || b == "native") {
-        arms.push_back(b);
-      } else {
-        throw InputError("--backends: unknown backend '" + b + "' (eager, native, inductor)");
-      }
+    const std::vector<std::string> arms = arms_of(backends_s, warm_only, g, shape, dtype, device, io);
     at::Tensor ref;
     for (const auto& arm : arms) {
       reset_device_peak(device);
@@ -176,35 +229,9 @@ int main(int argc, char** argv) {
                 << stable * 1e3 << " ms, " << c.flops / stable / 1e12 << " TFLOP/s, rel. diff to " << arms.front()
                 << " " << err << ", peak " << device_peak_bytes(device) / 1e9 << " GB" << (info.empty() ? "" : ", ")
                 << info << std::endl;
-      if (profile > 0) {
-        const KernelProfile kp = profile_kernels(device, [&] { ex->forward(x, 0.1); }, profile);
-        std::cout << "nn_time profile " << arm << ": " << kp.kernels.size() << " distinct kernels, kernel-busy "
-                  << kp.busy_seconds / profile * 1e3 << " ms per forward (stable " << stable * 1e3 << " ms)\n";
-        for (size_t i = 0; i < std::min<size_t>(kp.kernels.size(), 15); ++i) {
-          const auto& k = kp.kernels[i];
-          std::cout << "  " << k.seconds / profile * 1e3 << " ms  " << 100 * k.seconds / kp.busy_seconds << " %  "
-                    << static_cast<double>(k.count) / profile << " x  " << k.name.substr(0, 110) << "\n";
-        }
-        std::cout.flush();
-      }
+      if (profile > 0) print_profile(device, *ex, x, arm, profile, stable);
 #ifdef PNP_HAVE_CUDA
-      if (arm == "inductor-warm" && device.is_cuda()) {  // capturable, as post/fused need
-        at::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device.index());
-        at::cuda::CUDAGraph graph;
-        at::Tensor yg;
-        timer.sync();
-        {
-          c10::cuda::CUDAStreamGuard sg(side);
-          graph.capture_begin();
-          yg = ex->forward(x, 0.1);
-          graph.capture_end();
-        }
-        timer.sync();
-        graph.replay();
-        timer.sync();
-        std::cout << "nn_time inductor capture: CUDA graph replay rel. diff to " << arms.front() << " "
-                  << ((yg.to(at::kFloat) - ref).norm().item<double>() / ref.norm().item<double>()) << std::endl;
-      }
+      if (arm == "inductor-warm" && device.is_cuda()) check_capture(device, timer, *ex, x, ref, arms.front());
 #endif
     }
     return 0;

@@ -28,11 +28,7 @@ using namespace pnp::nn;
 namespace fs = std::filesystem;
 
 namespace {
-Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks = -1) {
-  return nn::test::make(std::move(arch), dim, c, c, std::move(f), blocks);
-}
-
-using test::random_weights;
+using namespace test::names;  // make (same channels), random_weights
 
 // One cache directory for the whole run, emptied on first use.
 const std::string& cache_dir() {

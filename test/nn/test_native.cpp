@@ -15,11 +15,12 @@
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/models.hpp"
 #include "nn_test_util.hpp"
+#include "ir_graphs.hpp"
 #include "pnp/nn/native.hpp"
 #include "native/upsample_conv.hpp"
 #ifdef PNP_HAVE_CUDA
 #include "native/narrow_conv.hpp"
-#include "native/narrow_conv_kernels.hpp"
+#include "native/cuda/narrow_conv_kernels.hpp"
 #include "native/nhwc_ops.hpp"
 #include "native/capture.hpp"
 #include "native/transposed_gemm.hpp"
@@ -41,12 +42,27 @@ using namespace pnp::nn;
 namespace fs = std::filesystem;
 
 namespace {
-Graph make(std::string arch, int dim, int c, std::vector<int64_t> f, int blocks = -1) {
-  return nn::test::make(std::move(arch), dim, c, c, std::move(f), blocks);
+using namespace test::names;  // make (same channels), random_weights, rnd
+
+// Whether a CUDA device is present; without one, the message that the case's CUDA checks are skipped.
+bool has_cuda() {
+  if (at::hasCUDA()) return true;
+  MESSAGE("no CUDA device: CUDA cases skipped");
+  return false;
 }
 
-using test::random_weights;
-using test::rnd;
+// Each case of a convolution kernel's test: float32 and bf16, each K of ks, each variant (0:
+// plain; 1: + bias, ReLU; 2: + bias + residual); the body captures its K's fields.
+template <class K, class F>
+void for_conv_cases(const std::vector<K>& ks, F&& body) {
+  for (auto dtype : {at::kFloat, at::kBFloat16})
+    for (const K& k : ks)
+      for (int variant = 0; variant < 3; ++variant) {
+        CAPTURE(c10::toString(dtype));
+        CAPTURE(variant);
+        body(dtype, k, variant);
+      }
+}
 
 double rel_err(const at::Tensor& a, const at::Tensor& ref) {
   at::Tensor x = a.to(at::kCPU, at::kDouble), r = ref.to(at::kCPU, at::kDouble);
@@ -336,16 +352,8 @@ TEST_CASE("native: liveness-based slots are reused") {
 
 TEST_CASE("native: conv+add+relu where the IR has an add followed by a ReLU") {
   // x -> conv(bias) -> add(., x) -> relu -> conv -> relu: y = relu(conv2(relu(conv1(x) + x)))
-  Graph g;
-  g.architecture = "test";
-  g.dim = 2;
-  g.in_channels = g.out_channels = 2;
-  g.add("x", OpKind::input, {});
-  Attrs a;
-  a.in_channels = a.out_channels = 2;
-  a.kernel = {3, 3};
-  a.stride = {1, 1};
-  a.padding = {1, 1};
+  Graph g = test::input_graph(2);
+  Attrs a = test::conv3x3(2);
   a.bias = true;
   g.add("c1", OpKind::conv, {0}, a, {{"weight", "c1.weight", {2, 2, 3, 3}, true}, {"bias", "c1.bias", {2}, true}});
   g.add("sum", OpKind::add, {0, 1});
@@ -397,10 +405,7 @@ TEST_CASE("native: the warm-up in the first call (warm_up_on_first_call) returns
 }
 
 TEST_CASE("native equals eager on CUDA (float32, float64, bf16), graph captured, sigma replayed") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   const at::Device dev(at::kCUDA, 0);
   for (const auto& c : cases()) {
     CAPTURE(c.arch);
@@ -474,10 +479,7 @@ void check_nets_on_off(const std::vector<Case>& nets, uint64_t seed, const Nativ
 #endif
 
 TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float64 and the generic ops") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   if (!native_has_cudnn_epilogues()) {
     MESSAGE("built without the cuDNN frontend's headers: no cuDNN graph epilogues to test");
     return;
@@ -643,10 +645,7 @@ TEST_CASE("native: conv + residual add as one cuDNN graph (CUDA), against float6
 
 #ifdef PNP_HAVE_CUDA
 TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, against float64 (CUDA)") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   const at::Device dev(at::kCUDA, 0);
   const auto cl = at::MemoryFormat::ChannelsLast;
   struct K {
@@ -657,30 +656,24 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
   const std::vector<K> ks{{64, 1, 3, 1}, {64, 1, 1, 0}, {16, 1, 3, 1}, {128, 1, 3, 1}, {192, 1, 3, 1},
                           {8, 1, 3, 1},  {4, 1, 3, 1},  {64, 1, 3, 0}, {24, 1, 1, 0}};
   uint64_t seed = 100;
-  for (auto dtype : {at::kFloat, at::kBFloat16})
-    for (const K& k : ks)
-      for (int variant = 0; variant < 3; ++variant) {  // 0: plain; 1: + bias, ReLU; 2: + bias + residual
-        CAPTURE(c10::toString(dtype));
-        CAPTURE(k.ci);
-        CAPTURE(k.co);
-        CAPTURE(k.k);
-        CAPTURE(variant);
-        if (dtype == at::kBFloat16 && k.ci % 8) continue;  // a 16-byte piece is 8 channels
-        const int64_t n = 2, h = 13, w = 21, oh = h + 2 * k.pad - k.k + 1, ow = w + 2 * k.pad - k.k + 1;
-        const ConvCase cc = conv_case(dtype, n, k.ci, k.co, k.k, k.pad, h, w, variant, seed);
-        const at::Tensor &x = cc.x, &wt = cc.w, &ref = cc.ref;
-        const bool relu = cc.relu;
-        const at::Tensor *bp = cc.bias(), *zp = cc.residual();
-        REQUIRE(native::narrow_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
-        // poison: the caching allocator hands the output a block just filled with NaN
-        { at::Tensor p = at::full({n * k.co * oh * ow * 4 + 4096}, std::nan(""), x.options()); }
-        const at::Tensor y = native::narrow_conv(x, wt, bp, zp, relu, {k.pad, k.pad});
-        CHECK(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
-        CHECK(y.is_contiguous(cl));
-        CHECK(ref.abs().max().item<double>() > 0.1);  // content
-        // float32: FMA sums of up to 9 x 192 products; bf16: the output's rounding (2^-9)
-        CHECK(rel_err(y, ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
-      }
+  for_conv_cases(ks, [&](at::ScalarType dtype, const K& k, int variant) {
+    INFO("ci " << k.ci << ", co " << k.co << ", k " << k.k);
+    if (dtype == at::kBFloat16 && k.ci % 8) return;  // a 16-byte piece is 8 channels
+    const int64_t n = 2, h = 13, w = 21, oh = h + 2 * k.pad - k.k + 1, ow = w + 2 * k.pad - k.k + 1;
+    const ConvCase cc = conv_case(dtype, n, k.ci, k.co, k.k, k.pad, h, w, variant, seed);
+    const at::Tensor &x = cc.x, &wt = cc.w, &ref = cc.ref;
+    const bool relu = cc.relu;
+    const at::Tensor *bp = cc.bias(), *zp = cc.residual();
+    REQUIRE(native::narrow_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
+    // poison: the caching allocator hands the output a block just filled with NaN
+    { at::Tensor p = at::full({n * k.co * oh * ow * 4 + 4096}, std::nan(""), x.options()); }
+    const at::Tensor y = native::narrow_conv(x, wt, bp, zp, relu, {k.pad, k.pad});
+    CHECK(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
+    CHECK(y.is_contiguous(cl));
+    CHECK(ref.abs().max().item<double>() > 0.1);  // content
+    // float32: FMA sums of up to 9 x 192 products; bf16: the output's rounding (2^-9)
+    CHECK(rel_err(y, ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+  });
   // what it does not take: CPU, stride 2, groups 2, float64, 5 x 5, 2 outputs, 2 or 6 inputs,
   // NCHW, a residual of another shape
   auto f32 = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
@@ -712,10 +705,7 @@ TEST_CASE("native: convolutions with one output channel as pnp's narrow kernel, 
                     });
 }
 TEST_CASE("native: convolutions with few input or output channels as pnp's head and tail kernels, against float64 (CUDA)") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   const at::Device dev(at::kCUDA, 0);
   const auto cl = at::MemoryFormat::ChannelsLast;
   struct K {
@@ -727,39 +717,32 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
   const std::vector<K> ks{{3, 64, 1, 13, 21},  {1, 64, 1, 9, 128}, {2, 64, 1, 7, 130},  {4, 128, 1, 5, 300},
                           {3, 192, 1, 6, 17},  {3, 64, 0, 11, 140}, {2, 64, 2, 4, 9},   {3, 64, 1, 1, 257}};
   uint64_t seed = 300;
-  for (auto dtype : {at::kFloat, at::kBFloat16})
-    for (const K& k : ks)
-      for (int variant = 0; variant < 3; ++variant) {  // 0: plain; 1: + bias, ReLU; 2: + bias + residual
-        CAPTURE(c10::toString(dtype));
-        CAPTURE(k.ci);
-        CAPTURE(k.co);
-        CAPTURE(k.pad);
-        CAPTURE(k.w);
-        CAPTURE(variant);
-        const int64_t n = 2, oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
-        const ConvCase cc = conv_case(dtype, n, k.ci, k.co, 3, k.pad, k.h, k.w, variant, seed);
-        REQUIRE(native::few_in_conv_applies(cc.x, cc.w, {1, 1}, {k.pad, k.pad}, 1, cc.residual()));
-        // poison: the output filled with NaN first, written in place (out=)
-        at::Tensor y = at::full({n, k.co, oh, ow}, std::nan(""), cc.x.options()).contiguous(cl);
-        const at::Tensor r = native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}, &y);
-        CHECK(r.data_ptr() == y.data_ptr());
-        CHECK(cc.ref.abs().max().item<double>() > 0.1);  // content
-        CHECK_FALSE(at::isnan(y).any().item<bool>());
-        // float32: FMA sums of up to 36 products; bf16: the output's rounding (2^-9)
-        CHECK(rel_err(y, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
-        // and a new output tensor
-        CHECK(rel_err(native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}), cc.ref) <
-              (dtype == at::kFloat ? 1e-5 : 5e-3));
-        // the longer bands of rows a block (the kernel's choice at 4096², few_in_band): these
-        // images end inside a band or are shorter than one
-        for (int band : {16, 32, 5}) {
-          CAPTURE(band);
-          at::Tensor yb = at::full({n, k.co, oh, ow}, std::nan(""), cc.x.options()).contiguous(cl);
-          native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}, &yb, band);
-          CHECK_FALSE(at::isnan(yb).any().item<bool>());
-          CHECK(rel_err(yb, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
-        }
-      }
+  for_conv_cases(ks, [&](at::ScalarType dtype, const K& k, int variant) {
+    INFO("ci " << k.ci << ", co " << k.co << ", pad " << k.pad << ", w " << k.w);
+    const int64_t n = 2, oh = k.h + 2 * k.pad - 2, ow = k.w + 2 * k.pad - 2;
+    const ConvCase cc = conv_case(dtype, n, k.ci, k.co, 3, k.pad, k.h, k.w, variant, seed);
+    REQUIRE(native::few_in_conv_applies(cc.x, cc.w, {1, 1}, {k.pad, k.pad}, 1, cc.residual()));
+    // poison: the output filled with NaN first, written in place (out=)
+    at::Tensor y = at::full({n, k.co, oh, ow}, std::nan(""), cc.x.options()).contiguous(cl);
+    const at::Tensor r = native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}, &y);
+    CHECK(r.data_ptr() == y.data_ptr());
+    CHECK(cc.ref.abs().max().item<double>() > 0.1);  // content
+    CHECK_FALSE(at::isnan(y).any().item<bool>());
+    // float32: FMA sums of up to 36 products; bf16: the output's rounding (2^-9)
+    CHECK(rel_err(y, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+    // and a new output tensor
+    CHECK(rel_err(native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}), cc.ref) <
+          (dtype == at::kFloat ? 1e-5 : 5e-3));
+    // the longer bands of rows a block (the kernel's choice at 4096², few_in_band): these
+    // images end inside a band or are shorter than one
+    for (int band : {16, 32, 5}) {
+      CAPTURE(band);
+      at::Tensor yb = at::full({n, k.co, oh, ow}, std::nan(""), cc.x.options()).contiguous(cl);
+      native::few_in_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {k.pad, k.pad}, &yb, band);
+      CHECK_FALSE(at::isnan(yb).any().item<bool>());
+      CHECK(rel_err(yb, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+    }
+  });
   {  // bands of 40 and 17 rows over 70 rows (the last band cut short each time), against float64
     uint64_t band_seed = 377;
     const ConvCase cc = conv_case(at::kFloat, 1, 2, 64, 3, 1, 70, 150, 2, band_seed);
@@ -786,41 +769,35 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
     int64_t co, h, w;
   };
   const std::vector<T> ts{{3, 13, 21}, {1, 70, 130}, {2, 33, 9}, {4, 1, 67}, {3, 64, 200}, {3, 5, 64}};
-  for (auto dtype : {at::kFloat, at::kBFloat16})
-    for (const T& k : ts)
-      for (int variant = 0; variant < 3; ++variant) {
-        CAPTURE(c10::toString(dtype));
-        CAPTURE(k.co);
-        CAPTURE(k.h);
-        CAPTURE(k.w);
-        CAPTURE(variant);
-        const int64_t n = 2;
-        const ConvCase cc = conv_case(dtype, n, 64, k.co, 3, 1, k.h, k.w, variant, seed);
-        REQUIRE(native::few_out_conv_applies(cc.x, cc.w, {1, 1}, {1, 1}, 1, cc.residual()));
-        at::Tensor y = at::full({n, k.co, k.h, k.w}, std::nan(""), cc.x.options()).contiguous(cl);
-        const at::Tensor r = native::few_out_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}, &y);
-        CHECK(r.data_ptr() == y.data_ptr());
-        CHECK(cc.ref.abs().max().item<double>() > 0.1);  // content
-        CHECK_FALSE(at::isnan(y).any().item<bool>());
-        // float32: FMA sums of 576 products; bf16: the output's rounding (2^-9)
-        CHECK(rel_err(y, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
-        if (k.co == 1) {  // narrow_conv runs it too
-          CHECK(rel_err(native::narrow_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}), cc.ref) <
-                (dtype == at::kFloat ? 1e-5 : 5e-3));
-          // ... and with a second input summed as it is loaded (a folded add, PlanStep::x2),
-          // against the float64 convolution of the sum
-          const at::Tensor x2 = rnd({n, 64, k.h, k.w}, ++seed).to(dtype).to(dev).contiguous(cl);
-          REQUIRE(native::narrow_conv_applies(cc.x, cc.w, {1, 1}, {1, 1}, 1, cc.residual(), &x2));
-          auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
-          at::Tensor ref2 = at::conv2d(d(cc.x) + d(x2), d(cc.w), variant > 0 ? d(cc.b) : at::Tensor(), 1, 1);
-          if (variant == 2) ref2 = ref2 + d(cc.z);
-          if (cc.relu) ref2 = at::relu(ref2);
-          const at::Tensor y2 = native::narrow_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}, &x2);
-          CHECK_FALSE(at::isnan(y2).any().item<bool>());
-          CHECK(rel_err(y2, ref2) < (dtype == at::kFloat ? 1e-5 : 5e-3));
-          CHECK(rel_err(y2, cc.ref) > 1e-2);  // (x2 counted: not the convolution of x alone)
-        }
-      }
+  for_conv_cases(ts, [&](at::ScalarType dtype, const T& k, int variant) {
+    INFO("co " << k.co << ", h " << k.h << ", w " << k.w);
+    const int64_t n = 2;
+    const ConvCase cc = conv_case(dtype, n, 64, k.co, 3, 1, k.h, k.w, variant, seed);
+    REQUIRE(native::few_out_conv_applies(cc.x, cc.w, {1, 1}, {1, 1}, 1, cc.residual()));
+    at::Tensor y = at::full({n, k.co, k.h, k.w}, std::nan(""), cc.x.options()).contiguous(cl);
+    const at::Tensor r = native::few_out_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}, &y);
+    CHECK(r.data_ptr() == y.data_ptr());
+    CHECK(cc.ref.abs().max().item<double>() > 0.1);  // content
+    CHECK_FALSE(at::isnan(y).any().item<bool>());
+    // float32: FMA sums of 576 products; bf16: the output's rounding (2^-9)
+    CHECK(rel_err(y, cc.ref) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+    if (k.co == 1) {  // narrow_conv runs it too
+      CHECK(rel_err(native::narrow_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}), cc.ref) <
+            (dtype == at::kFloat ? 1e-5 : 5e-3));
+      // ... and with a second input summed as it is loaded (a folded add, PlanStep::x2),
+      // against the float64 convolution of the sum
+      const at::Tensor x2 = rnd({n, 64, k.h, k.w}, ++seed).to(dtype).to(dev).contiguous(cl);
+      REQUIRE(native::narrow_conv_applies(cc.x, cc.w, {1, 1}, {1, 1}, 1, cc.residual(), &x2));
+      auto d = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
+      at::Tensor ref2 = at::conv2d(d(cc.x) + d(x2), d(cc.w), variant > 0 ? d(cc.b) : at::Tensor(), 1, 1);
+      if (variant == 2) ref2 = ref2 + d(cc.z);
+      if (cc.relu) ref2 = at::relu(ref2);
+      const at::Tensor y2 = native::narrow_conv(cc.x, cc.w, cc.bias(), cc.residual(), cc.relu, {1, 1}, &x2);
+      CHECK_FALSE(at::isnan(y2).any().item<bool>());
+      CHECK(rel_err(y2, ref2) < (dtype == at::kFloat ? 1e-5 : 5e-3));
+      CHECK(rel_err(y2, cc.ref) > 1e-2);  // (x2 counted: not the convolution of x alone)
+    }
+  });
   {
     auto f = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
     const at::Tensor x64 = f(rnd({1, 64, 8, 8}, 11));
@@ -887,10 +864,7 @@ TEST_CASE("native: convolutions with few input or output channels as pnp's head 
 }
 #ifdef PNP_HAVE_CUDA
 TEST_CASE("native: pnp's NHWC kernels, the phase shuffle and the 2×2 max pool, against float64 (CUDA)") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   const at::Device dev(at::kCUDA, 0);
   const auto cl = at::MemoryFormat::ChannelsLast;
   auto d64 = [](const at::Tensor& t) { return t.to(at::kCPU, at::kDouble).contiguous(); };
@@ -1001,10 +975,7 @@ TEST_CASE("native: pnp's NHWC kernels, the phase shuffle and the 2×2 max pool, 
 }
 
 TEST_CASE("native: the 2×2, stride-2 transposed convolution as two cuBLAS products, against float64 (CUDA)") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   const at::Device dev(at::kCUDA, 0);
   const auto cl = at::MemoryFormat::ChannelsLast;
   auto& ctx = at::globalContext();
@@ -1076,10 +1047,7 @@ TEST_CASE("native: the 2×2, stride-2 transposed convolution as two cuBLAS produ
 
 #ifdef PNP_HAVE_CUDNN_FE
 TEST_CASE("native: a layout's rivals timed interleaved, each round from the next rival (time_on_stream_ms, CUDA)") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   // three rivals of different lengths (1, 4 and 16 additions of a 4 Mi-element tensor); the order
   // they ran in is recorded
   const at::Tensor a = at::rand({1 << 22}, at::TensorOptions().device(at::kCUDA));
@@ -1113,10 +1081,7 @@ TEST_CASE("native: a cuDNN graph's plans within its workspace cap; conv + residu
   CHECK(native::workspace_cap(m) == native::kMinWorkspaceCap);
   m.max_workspace = 0;
   CHECK(native::workspace_cap(m) == 0);
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   // DRUNet's residual layer in small: conv(x, w) + z, 64 channels, channels-last, and the same
   // with the zero bias the executor gives such a graph (Bound::zero_b): both against float64
   const at::Tensor x64 = test::rnd({1, 64, 32, 40}, 41), w64 = test::rnd({64, 64, 3, 3}, 42) / 24.0,
@@ -1187,10 +1152,7 @@ TEST_CASE("native: pnp's kernel keeps a layout unless cuDNN's is faster by more 
 #endif
 
 TEST_CASE("native: a CUDA graph capture that failed leaves the device's random numbers usable (abandon_capture)") {
-  if (!at::hasCUDA()) {
-    MESSAGE("no CUDA device: CUDA cases skipped");
-    return;
-  }
+  if (!has_cuda()) return;
   const auto o = at::TensorOptions().device(at::Device(at::kCUDA, 0));
   CHECK(at::rand({4}, o).defined());
   auto side = c10::cuda::getStreamFromPool(false, 0);
@@ -1255,54 +1217,47 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
                           {128, 64, 3, 1, 6, 640}, {128, 128, 3, 1, 7, 256}, {64, 64, 3, 1, 100, 512},
                           {64, 64, 3, 1, 1, 256}};
   uint64_t seed = 200;
-  for (auto dtype : {at::kFloat, at::kBFloat16})
-    for (const K& k : ks)
-      for (int variant = 0; variant < 3; ++variant) {  // 0: plain; 1: + bias, ReLU; 2: + bias + residual
-        CAPTURE(c10::toString(dtype));
-        CAPTURE(k.ci);
-        CAPTURE(k.co);
-        CAPTURE(k.k);
-        CAPTURE(k.w);
-        CAPTURE(variant);
-        if (dtype == at::kBFloat16 && k.ci % 64) continue;
-        const int64_t n = 2, oh = k.h + 2 * k.pad - k.k + 1, ow = k.w + 2 * k.pad - k.k + 1;
-        const ConvCase cc = conv_case(dtype, n, k.ci, k.co, k.k, k.pad, k.h, k.w, variant, seed);
-        const at::Tensor &x = cc.x, &wt = cc.w, &b = cc.b, &z = cc.z, &ref = cc.ref;
-        const bool relu = cc.relu;
-        const at::Tensor *bp = cc.bias(), *zp = cc.residual();
-        REQUIRE(native::wgmma_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
-        CHECK(ref.abs().max().item<double>() > 0.1);  // content
-        at::Tensor yc = at::conv2d(x, wt, variant > 0 ? b : at::Tensor(), 1, k.pad);  // cuDNN, same precision
-        if (zp) yc = yc + z;
-        if (relu) yc = at::relu(yc);
-        const double ec = rel_err(yc, ref);
-        // TF32 products (10-bit mantissas) summed in float32; bf16: the output's rounding too
-        const double tol = dtype == at::kFloat ? 5e-3 : 1e-2;
-        const bool rows = native::wgmma_rows_applies(x, wt, {k.pad, k.pad});
-        // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel; 4: the
-        // rows kernel's float32 residual on two consumer warpgroups (WgmmaVariant::two_consumers)
-        for (int variant_k = 0; variant_k < 5; ++variant_k) {
-          if (variant_k == 2 && dtype != at::kFloat) continue;
-          if (variant_k == 3 && !rows) continue;
-          if (variant_k == 4 && !(rows && zp && dtype == at::kFloat)) continue;
-          native::WgmmaVariant v;
-          v.row_reuse = variant_k != 1, v.round_tf32 = variant_k != 2;
-          v.kernel = variant_k >= 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
-          v.two_consumers = variant_k == 4;
-          // poison: the caching allocator hands the output a block just filled with NaN
-          { at::Tensor p = at::full({n * k.co * oh * ow + 4096}, std::nan(""), x.options()); }
-          const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, v);
-          REQUIRE(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
-          CHECK(y.is_contiguous(cl));
-          const double e = rel_err(y, ref);
-          MESSAGE(std::string(c10::toString(dtype)) << " " << k.ci << "->" << k.co << " k" << k.k << " " << k.h << "x"
-                                                    << k.w << " variant " << variant << " kernel " << variant_k
-                                                    << ": rel err " << e << " (cuDNN " << ec << ")");
-          if (variant_k == 2) continue;  // truncated operands: reported, not required
-          CHECK(e < tol);
-          CHECK(e < 2 * ec + 1e-4);
-        }
-      }
+  for_conv_cases(ks, [&](at::ScalarType dtype, const K& k, int variant) {
+    INFO("ci " << k.ci << ", co " << k.co << ", k " << k.k << ", w " << k.w);
+    if (dtype == at::kBFloat16 && k.ci % 64) return;
+    const int64_t n = 2, oh = k.h + 2 * k.pad - k.k + 1, ow = k.w + 2 * k.pad - k.k + 1;
+    const ConvCase cc = conv_case(dtype, n, k.ci, k.co, k.k, k.pad, k.h, k.w, variant, seed);
+    const at::Tensor &x = cc.x, &wt = cc.w, &b = cc.b, &z = cc.z, &ref = cc.ref;
+    const bool relu = cc.relu;
+    const at::Tensor *bp = cc.bias(), *zp = cc.residual();
+    REQUIRE(native::wgmma_conv_applies(x, wt, {1, 1}, {k.pad, k.pad}, 1, zp));
+    CHECK(ref.abs().max().item<double>() > 0.1);  // content
+    at::Tensor yc = at::conv2d(x, wt, variant > 0 ? b : at::Tensor(), 1, k.pad);  // cuDNN, same precision
+    if (zp) yc = yc + z;
+    if (relu) yc = at::relu(yc);
+    const double ec = rel_err(yc, ref);
+    // TF32 products (10-bit mantissas) summed in float32; bf16: the output's rounding too
+    const double tol = dtype == at::kFloat ? 5e-3 : 1e-2;
+    const bool rows = native::wgmma_rows_applies(x, wt, {k.pad, k.pad});
+    // 0: the tile kernel; 1: one load per tap; 2: TF32 truncated; 3: the rows kernel; 4: the
+    // rows kernel's float32 residual on two consumer warpgroups (WgmmaVariant::two_consumers)
+    for (int variant_k = 0; variant_k < 5; ++variant_k) {
+      if (variant_k == 2 && dtype != at::kFloat) continue;
+      if (variant_k == 3 && !rows) continue;
+      if (variant_k == 4 && !(rows && zp && dtype == at::kFloat)) continue;
+      native::WgmmaVariant v;
+      v.row_reuse = variant_k != 1, v.round_tf32 = variant_k != 2;
+      v.kernel = variant_k >= 3 ? native::WgmmaKernel::rows : native::WgmmaKernel::tiles;
+      v.two_consumers = variant_k == 4;
+      // poison: the caching allocator hands the output a block just filled with NaN
+      { at::Tensor p = at::full({n * k.co * oh * ow + 4096}, std::nan(""), x.options()); }
+      const at::Tensor y = native::wgmma_conv(x, wt, bp, zp, relu, {k.pad, k.pad}, v);
+      REQUIRE(y.sizes().vec() == std::vector<int64_t>{n, k.co, oh, ow});
+      CHECK(y.is_contiguous(cl));
+      const double e = rel_err(y, ref);
+      MESSAGE(std::string(c10::toString(dtype)) << " " << k.ci << "->" << k.co << " k" << k.k << " " << k.h << "x"
+                                                << k.w << " variant " << variant << " kernel " << variant_k
+                                                << ": rel err " << e << " (cuDNN " << ec << ")");
+      if (variant_k == 2) continue;  // truncated operands: reported, not required
+      CHECK(e < tol);
+      CHECK(e < 2 * ec + 1e-4);
+    }
+  });
   // what it does not take: strict float32, stride 2, groups 2, C_out 32, C_in 16, NCHW, float64
   auto f32 = [&](const at::Tensor& t) { return t.to(dev, at::kFloat).contiguous(cl); };
   const at::Tensor x = f32(rnd({1, 64, 8, 8}, 1)), w64 = f32(rnd({64, 64, 3, 3}, 2));

@@ -1,4 +1,4 @@
-// The rows kernel's schedule (src/nn/native/wgmma_rows_walk.hpp), without a GPU: the walk its
+// The rows kernel's schedule (src/nn/native/cuda/wgmma_rows_walk.hpp), without a GPU: the walk its
 // loader and consumers take through each CTA's units must start, fill and store every output row
 // exactly once, each from the right input rows in the right accumulator slot, and the stage and
 // barrier phase a consumer computes for each use must be the loader's.
@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "native/wgmma_rows_walk.hpp"
+#include "native/cuda/wgmma_rows_walk.hpp"
 
 namespace rows = pnp::nn::native::kernels::rows;
 

@@ -3,6 +3,7 @@
 
 #include "pnp/nn/models.hpp"
 #include "pnp/roofline.hpp"
+#include "ir_graphs.hpp"
 
 using namespace pnp;
 using namespace pnp::nn;
@@ -139,15 +140,8 @@ TEST_CASE("activation memory: liveness hand counts, eager and native styles, bf1
 
 TEST_CASE("activation memory: native fusion groups share the conv's buffer, the conv on either side of the add") {
   // x -> c1 -> sum = add(x, c1) -> r1 (not in place) -> c2 -> r2; every value 2x6x5 floats = 240 B.
-  Graph g;
-  g.architecture = "test";
-  g.in_channels = g.out_channels = 2;
-  g.add("x", OpKind::input, {});
-  Attrs a;
-  a.in_channels = a.out_channels = 2;
-  a.kernel = {3, 3};
-  a.stride = {1, 1};
-  a.padding = {1, 1};
+  Graph g = nn::test::input_graph(2);
+  const Attrs a = nn::test::conv3x3(2);
   g.add("c1", OpKind::conv, {0}, a, {{"weight", "c1.weight", {2, 2, 3, 3}, true}});
   g.add("sum", OpKind::add, {0, 1});
   g.add("r1", OpKind::relu, {2});

@@ -1,6 +1,6 @@
 // The inductor backend: AOTInductor packages compiled from the IR by the Python exporter
-// (python/pnp_inductor), cached on disk and loaded in C++ (DESIGN.md "Compile: placement x
-// backend").
+// (python/pnp_inductor), cached on disk and loaded in C++ (docs/design.md, "Compile placement
+// and backend").
 //
 // make_inductor(g, w, device, dtype, shape, opt):
 //  - Computes the cache key: IR hash, input shape, dtype, device (CPU, or CUDA compute

@@ -1,8 +1,8 @@
 // The native backend: compiles an IR graph for one fixed input shape, device and dtype into an
-// Executor, in C++ only (DESIGN.md "Compile: placement x backend").
+// Executor, in C++ only (docs/design.md, "Compile placement and backend").
 //
 // What compile does (planned by src/nn/native/plan.cpp, a pure function of the IR and the shapes;
-// carried out by src/nn/native/executor.cpp):
+// carried out by src/nn/native/native.cpp and the files beside it, one a job, src/nn/native/impl.hpp):
 //  - Folds every inference batch norm into the convolution before it (when the BN is the
 //    conv's only reader), in float64, then casts the weights to the executor's dtype.
 //  - Fuses, by pattern over the IR, never changing the function:
@@ -67,7 +67,7 @@ struct NativeOptions {
   bool warm_up_on_first_call = false;
   // bf16 on CUDA: also use cuDNN's fused conv+ReLU / conv+add+ReLU (float32 always does). An
   // op cuDNN rejects falls back to generic ops during the warm-up (see notes()). On by default:
-  // DRUNet 4096² bf16 153 ms fused against 166 ms generic, same accuracy (H200, 2026-12-01).
+  // DRUNet 4096² bf16 153 ms fused against 166 ms generic, same accuracy (H200, docs/performance.md#native-kernels).
   bool cudnn_fused_bf16 = true;
   // CUDA, float32 and bf16 (with cudnn_fused_bf16), with autotune: a convolution followed by
   // a residual add and no ReLU (a residual block's second convolution) may run as one cuDNN
@@ -76,7 +76,7 @@ struct NativeOptions {
   // first three plans against the two ops (notes() gives both times). Only in builds that found
   // the frontend's headers (native_has_cudnn_epilogues()). Without autotune it is not used:
   // cuDNN's first plan was slower than the two ops for DRUNet 4096² in fp32 (298.8 against
-  // 291.0 ms, H200, docs/measurements/2026-12-01f). cudnn_epilogues_forced: that first plan
+  // 291.0 ms, H200, docs/performance.md#native-kernels). cudnn_epilogues_forced: that first plan
   // wherever cuDNN has one, untimed, also without autotune (tests, measurements).
   bool cudnn_epilogues = true;
   bool cudnn_epilogues_forced = false;
@@ -91,7 +91,7 @@ struct NativeOptions {
   // whose engines are precompiled (they build in milliseconds; the first three are mostly
   // runtime-compiled ones, 0.2-0.7 s each). Tried because ATen's benchmark beat the first three
   // on some of DRUNet's conv + ReLU layouts; with 4 or 8 of them no DRUNet 4096² layout chose
-  // one (H200, docs/measurements/2026-12-02c), so none by default (nn_time --precompiled N).
+  // one (H200, docs/performance.md#compile-time-and-the-plan-cache), so none by default (nn_time --precompiled N).
   int cudnn_graph_precompiled = 0;
   // A persistent cache of those per-layout choices and of the chosen cuDNN plans, serialised
   // (src/nn/native/plan_cache.hpp): a later process loads them instead of building and timing
@@ -102,7 +102,7 @@ struct NativeOptions {
   // against, the transposed convolutions): their choice lives in ATen's process-local cache,
   // which no cache of pnp's can hold. Off (the default): those run on cuDNN's heuristics, and a
   // compile whose choices all come from the plan cache times nothing and captures at once.
-  // DRUNet 1 ch 4096², H200s (docs/measurements/2026-12-02c, calls 1 and 2a): on, a cold
+  // DRUNet 1 ch 4096², H200s (docs/performance.md#compile-time-and-the-plan-cache): on, a cold
   // compile took 3.84-4.49 s (fp32) / 2.79-4.50 s (bf16) and a cached one 1.70-1.98 s /
   // 0.89-1.12 s; off, 1.88-2.62 s / 1.41-1.96 s cold and 0.30-0.35 s / 0.22-0.26 s from the
   // network's list: 1.3-3.1 s more per cold compile, 0.7-1.7 s per cached one, for 0.3-2.5 %
@@ -110,7 +110,7 @@ struct NativeOptions {
   bool cudnn_benchmark = false;
   // With it: how many of cuDNN's algorithms ATen's benchmark mode tries per convolution (0: all
   // of them; -1: ATen's own setting, 10 unless changed), for the warm-up only. DRUNet 1 ch
-  // 4096² on H200s (docs/measurements/2026-12-02b): on one machine 1 / 3 / all compiled in
+  // 4096² on H200s (docs/performance.md#compile-time-and-the-plan-cache): on one machine 1 / 3 / all compiled in
   // 5.29 / 2.13 s / over 100 s (fp32) and 4.01 / 1.74 / 63.1 s (bf16, 145.4 ms against
   // 147.4 ms at 3); ATen's 10 was measured on other machines only (fp32 3.26 / 3.45 s), and 3
   // on a third gave 3.19-3.95 s: no same-machine comparison with 10, so ATen's own stays.
@@ -171,7 +171,7 @@ struct NativeOptions {
   // the faster kept (and stored in the plan cache); without them the kernel always runs. Builds
   // with the nvidia-cutlass headers only. On by default since 2026-12-03 (timed, it can only
   // win: DnCNN 3 ch 2048² 24.996 -> 22.784 ms, DRUNet 1 ch 4096² 282.5 -> 274.7 ms fp32 and
-  // 149.6 -> 142.4 ms bf16 with the first rows kernel, H200, docs/measurements/2026-12-03).
+  // 149.6 -> 142.4 ms bf16 with the first rows kernel, H200, docs/performance.md#native-kernels).
   bool wgmma_convs = true;
 };
 

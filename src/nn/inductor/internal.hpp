@@ -1,5 +1,5 @@
 // Shared by the inductor backend's three parts (not a public header): the exporter process
-// (exporter.cpp), the package cache (cache.cpp) and the loader (loader.cpp).
+// (exporter.cpp), the package cache (cache.cpp) and the loader (inductor.cpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -9,7 +9,7 @@ namespace pnp::nn::native {
 // then takes ATen's default CUDA generator out of capture mode. ATen's CUDAGraph::capture_begin
 // puts the generator in capture mode and only a successful capture_end takes it out; left there,
 // the next random draw on the device throws "Offset increment outside graph capture encountered
-// unexpectedly" (nn_time after a failed capture, 2026-12-03f call 1). An empty capture on the
+// unexpectedly" (nn_time after a failed capture, docs/performance.md#compile-time-and-the-plan-cache). An empty capture on the
 // same stream, begun and ended, takes it out (its "graph is empty" warning kept quiet).
 void abandon_capture(const c10::cuda::CUDAStream& stream);
 

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "conv_kernel_args.hpp"
+#include "cuda/conv_kernel_args.hpp"
 #include "pnp/core.hpp"
 
 #include <cstdint>

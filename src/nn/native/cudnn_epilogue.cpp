@@ -135,7 +135,7 @@ class Impl final : public EpilogueConv {
   // Up to n positions from `from` on whose engines cuDNN does not compile at run time: they
   // build in milliseconds (the runtime-compiled ones, which head the order for most fused
   // graphs, take 0.2-0.7 s each), and ATen's benchmark found such engines faster for some of
-  // DRUNet's conv + ReLU layouts (docs/measurements/2026-12-02c).
+  // DRUNet's conv + ReLU layouts (docs/performance.md#compile-time-and-the-plan-cache).
   std::vector<int64_t> precompiled_from(int64_t from, int n) const {
     std::vector<int64_t> r;
     const int64_t count = g_.get_execution_plan_count();

@@ -42,7 +42,7 @@ struct EpilogueSpec {
   // Plans that need more workspace than this many bytes are not built (-1: a 16th of y's bytes,
   // at least kMinWorkspaceCap). cuDNN's heuristic order for conv + residual + bias in float32
   // holds engines (eng26) that want 4.3 GB, twice the output, at DRUNet 4096²'s 128-channel level,
-  // where the fastest plans want 2.1 MB (docs/measurements/2026-12-04c): every candidate built
+  // where the fastest plans want 2.1 MB (docs/performance.md#compile-time-and-the-plan-cache): every candidate built
   // grows the executor's one workspace.
   int64_t max_workspace = -1;
 };
@@ -112,20 +112,20 @@ std::vector<double> time_on_stream_ms(const std::vector<std::function<void()>>& 
 // cuDNN's time, raised by the margin (kPnpKernelMargin: 3 %), is still below pnp's. Why a margin: the timing runs each
 // rival a few times after idle gaps, at clocks the forward does not keep. The forward runs them
 // back to back, at the GPU's power limit for DRUNet 4096² on an H200 (a median 1455 MHz of
-// 1980: docs/measurements/2026-12-04b). On DRUNet 4096²'s fp32 64-channel residual layer cuDNN's
+// 1980: docs/performance.md#native-kernels). On DRUNet 4096²'s fp32 64-channel residual layer cuDNN's
 // graph won the timing by 0.049, 0.126 and 0.149 ms (0.8-2.4 %) in three cold compiles, and in
 // those forwards it ran 6.48 ms a layer against the rows kernel's 5.97 ms
-// (docs/measurements/2026-12-04).
+// (docs/performance.md#native-kernels).
 //
 // The persistent rows kernel (wgmma_conv.hpp: wgmma_rows_applies) has a wider margin,
 // kRowsKernelMargin. On that layout the timing gave cuDNN's graph leads of up to 7 % (5.872
 // against 6.283 ms), yet in every forward measured the rows kernel was not the slower:
-//   - 5.97 against 6.48 ms a layer (2026-12-04);
-//   - about 6.26 against 6.29 ms (2026-12-04b call 1);
+//   - 5.97 against 6.48 ms a layer;
+//   - about 6.26 against 6.29 ms;
 //   - about 5.8 against 6.3 ms, DRUNet 249.696 and 250.041 against 255.55 and 256.716 ms, one
-//     machine and plan cache with only that choice flipped (2026-12-04b call 5).
-// The other kernels of pnp's keep 3 %: the tile kernel has lost whole networks it won layers of
-// (2026-12-02e).
+//     machine and plan cache with only that choice flipped
+// (docs/performance.md#native-kernels). The other kernels of pnp's keep 3 %: the tile kernel has lost whole networks it
+// won layers of.
 inline constexpr double kPnpKernelMargin = 0.03;
 inline constexpr double kRowsKernelMargin = 0.08;
 inline bool pnp_kernel_wins(double pnp_ms, double cudnn_ms, double margin = kPnpKernelMargin) {

@@ -2,7 +2,7 @@
 #include "narrow_conv.hpp"
 
 #include "cuda_conv_checks.hpp"
-#include "narrow_conv_kernels.hpp"
+#include "cuda/narrow_conv_kernels.hpp"
 #include "pnp/core.hpp"
 
 #include <c10/cuda/CUDAStream.h>

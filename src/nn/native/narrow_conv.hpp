@@ -4,9 +4,9 @@
 // One output channel (a gray network's last: DRUNet's 64 -> 1 tail). cuDNN runs it as an
 // implicit GEMM whose tile is mostly padding (1 output in a tile 64 wide), then converts NHWC to
 // NCHW: DRUNet 1 ch 4096² on an H200, 6.47 + 0.96 ms for a 4.3 GB read, against 3.81 ms for
-// narrow_conv's first kernel (docs/measurements/2026-12-02d). The executor runs it wherever it
+// narrow_conv's first kernel (docs/performance.md#native-kernels). The executor runs it wherever it
 // applies. From 64 inputs with a 3x3 kernel (padding 1) it is few_out_conv's kernel down rows
-// (1.42 ms there, docs/measurements/2026-12-03b).
+// (1.42 ms there, docs/performance.md#native-kernels).
 //
 // Two to four outputs from 64 inputs (DnCNN's and UNet's 64 -> 3 tails): cuDNN computes them in
 // a tile 64 outputs wide (DnCNN 3 ch 2048²: 1.34 ms plus a 0.04 ms add, for a 1.07 GB read).

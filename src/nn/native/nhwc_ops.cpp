@@ -2,7 +2,7 @@
 #include "nhwc_ops.hpp"
 
 #include "cuda_conv_checks.hpp"
-#include "nhwc_ops_kernels.hpp"
+#include "cuda/nhwc_ops_kernels.hpp"
 #include "pnp/core.hpp"
 
 #include <c10/cuda/CUDAStream.h>

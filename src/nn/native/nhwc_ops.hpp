@@ -7,9 +7,9 @@
 // its pixel with the bias and ReLU, and the concat's other part around it, in one pass: where
 // cuDNN's transposed convolution (a dgrad kernel) would be followed by ATen's bias add, ReLU and
 // concat, three more passes over the output (UNet 3 ch 2048², H200: dgrad 5.0 ms, the bias adds
-// 1.38, ReLUs 0.89, concats 2.13 ms for its three Up levels, docs/measurements/2026-12-03b).
+// 1.38, ReLUs 0.89, concats 2.13 ms for its three Up levels, docs/performance.md#native-kernels).
 // With the phase convolutions and the shuffle (2.10 ms for three), and the max pool below, UNet 3
-// ch 2048² went from 24.42 to 18.81 ms in one call (docs/measurements/2026-12-03c).
+// ch 2048² went from 24.42 to 18.81 ms in one call (docs/performance.md#native-kernels).
 //
 // The 2×2 max pool (stride 2, no padding) in one read of the input: ATen's NHWC kernel took
 // 1.28 ms for UNet 3 ch 2048²'s three, where the bytes take about 0.4 ms.

@@ -81,168 +81,200 @@ bool upsample_conv_applies(const Node& up, const Node& conv) {
          u.scale.size() == c.kernel.size() && conv.inputs.size() == 1;
 }
 
-// The step list: one per fusion group (see plan.hpp) or unfused node, in topological order.
-void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const PlanOptions& opt, Plan& p) {
-  const int n = static_cast<int>(g.nodes.size());
-  std::vector<std::vector<int>> readers(n);
-  for (const auto& nd : g.nodes)
-    for (int i : nd.inputs) readers[i].push_back(nd.id);
+// What make_steps knows while it walks the graph: each value's readers, the nodes a step has
+// absorbed, the deferred halos, and the folds found (by conv).
+struct StepContext {
+  const Graph& g;
+  const PlanOptions& opt;
+  std::vector<std::vector<int>> readers;
+  std::vector<int> absorbed, deferred;
+  std::vector<int> add_of;       // conv -> the add of two values it reads (PlanStep::x2)
+  std::vector<int> upsample_of;  // conv -> the upsample it absorbs
   // The only reader of `id` when it is an `op` node (never for the graph output), else -1.
-  auto single = [&](int id, OpKind op) -> int {
+  int single(int id, OpKind op) const {
     if (id == g.output() || readers[id].size() != 1) return -1;
     const int r = readers[id][0];
     return g.nodes[r].op == op ? r : -1;
-  };
-  std::vector<int> absorbed(n, 0), deferred(n, 0);
+  }
+};
+
+// A conv step's epilogue with fuse on: a ReLU, or an add of an earlier residual (then maybe a
+// ReLU), folded into the group ending at `tail`.
+void fuse_epilogue(const StepContext& c, const Node& nd, PlanStep& s, int& tail, std::vector<int>& group,
+                   std::string& pattern) {
+  const Graph& g = c.g;
+  if (int r = c.single(tail, OpKind::relu); r >= 0) {
+    group.push_back(tail = r);
+    s.relu = true;
+    pattern += "+relu";
+  } else if (int ad = c.single(tail, OpKind::add); ad >= 0) {
+    const auto& ins = g.nodes[ad].inputs;
+    // The residual must already exist where the fused step runs (the conv's place).
+    const int zz = ins.size() == 2 ? (ins[0] == tail ? ins[1] : ins[0]) : -1;
+    if (ins.size() == 2 && (ins[0] == tail) != (ins[1] == tail) && zz < nd.id) {
+      s.z = zz;
+      group.push_back(tail = ad);
+      pattern += "+add";
+      if (int r2 = c.single(ad, OpKind::relu); r2 >= 0) {
+        group.push_back(tail = r2);
+        s.relu = true;
+        pattern += "+relu";
+      }
+    }
+  }
+}
+
+// A conv node's step: its BN folded (always), its epilogue (fuse_epilogue), a ×2 upsample before
+// it and a concat after it (upsample_conv), as one group.
+void conv_step(StepContext& c, const Node& nd, PlanStep& s, Plan& p) {
+  const Graph& g = c.g;
+  const auto& a = nd.attrs;
+  const auto& add_of = c.add_of;
+  const auto& upsample_of = c.upsample_of;
+  s.kind = StepKind::conv;
+  s.weight_key = key_of(nd, "weight");
+  s.bias_key = key_of(nd, "bias");
+  std::string pattern = add_of[nd.id] >= 0 ? "add+conv" : "conv";
+  if (!s.bias_key.empty()) pattern += "+bias";
+  int tail = nd.id;
+  std::vector<int> group{nd.id};
+  if (int bn = c.single(tail, OpKind::batch_norm); bn >= 0) {  // fold BN (always)
+    s.bn = bn;
+    s.bn_keys = bn_keys_of(g.nodes[bn]);
+    group.push_back(tail = bn);
+    pattern = add_of[nd.id] >= 0 ? "add+conv+bn" : "conv+bn";
+  }
+  if (c.opt.fuse) fuse_epilogue(c, nd, s, tail, group, pattern);
+  if (upsample_of[nd.id] >= 0)  // the concat reading the upsample conv (plan.hpp: cat_other)
+    if (int ct = c.single(tail, OpKind::concat); ct >= 0) {
+      const auto& ins = g.nodes[ct].inputs;
+      const int other = ins.size() == 2 ? (ins[0] == tail ? ins[1] : ins[0]) : -1;
+      if (ins.size() == 2 && (ins[0] == tail) != (ins[1] == tail) && other < nd.id) {
+        s.cat_other = other;
+        s.cat_first = ins[0] == tail;
+        group.push_back(tail = ct);
+        pattern += "+concat";
+      }
+    }
+  for (int id : group)  // the rest of the group runs in this step
+    if (id != nd.id) c.absorbed[id] = 1;
+  set_window(s, a);
+  read_halo(g, c.deferred, nd, s);
+  s.out = tail;
+  if (upsample_of[nd.id] >= 0) {  // the upsample and this conv as one transposed conv
+    s.kind = StepKind::conv_transpose;
+    s.from_upsample = true;
+    s.stride.assign(a.stride.size(), 2);
+    s.output_padding.assign(a.stride.size(), 0);
+    pattern = "upsample+" + pattern;
+  }
+  if (group.size() > 1 || s.from_upsample || add_of[nd.id] >= 0) p.fusions.push_back(pattern + ":" + nd.name);
+}
+
+// A node's step (every op; conv_step for a conv) before its inputs and shape are set.
+void node_step(StepContext& c, const std::vector<std::vector<int64_t>>& shapes, const Node& nd, PlanStep& s, Plan& p) {
+  const Graph& g = c.g;
+  const PlanOptions& opt = c.opt;
+  const auto& a = nd.attrs;
+  switch (nd.op) {
+    case OpKind::input:
+      break;
+    case OpKind::sigma_channel:
+      s.kind = StepKind::sigma;
+      s.alias = true;
+      p.uses_sigma = true;
+      break;
+    case OpKind::conv:
+      conv_step(c, nd, s, p);
+      break;
+    case OpKind::conv_transpose:
+      s.kind = StepKind::conv_transpose;
+      s.weight_key = key_of(nd, "weight");
+      s.bias_key = key_of(nd, "bias");
+      set_window(s, a);
+      s.output_padding = a.output_padding;
+      break;
+    case OpKind::batch_norm:
+      s.kind = StepKind::batch_norm;
+      s.bn_keys = bn_keys_of(nd);
+      break;
+    case OpKind::relu:
+      s.kind = StepKind::relu;
+      break;
+    case OpKind::add:
+      s.kind = StepKind::add;
+      break;
+    case OpKind::concat:
+      s.kind = StepKind::concat;
+      break;
+    case OpKind::max_pool:
+      s.kind = StepKind::max_pool;
+      set_window(s, a);
+      s.kernel = a.kernel;
+      read_halo(g, c.deferred, nd, s);
+      break;
+    case OpKind::upsample_nearest:
+      s.kind = StepKind::upsample;
+      s.scales.assign(a.scale.begin(), a.scale.end());
+      break;
+    case OpKind::pad: {
+      s.kind = StepKind::pad;
+      const auto& in = shapes[nd.inputs[0]];
+      bool any = false;
+      for (int d = g.dim - 1; d >= 0; --d) {
+        const int64_t sz = in[2 + d], pd = (sz + a.multiple - 1) / a.multiple * a.multiple - sz;
+        s.pads.push_back(0);
+        s.pads.push_back(pd);
+        any = any || pd > 0;
+      }
+      s.alias = !any;  // nothing to pad: the input itself
+      break;
+    }
+    case OpKind::crop:
+      s.kind = StepKind::crop;
+      s.alias = true;
+      break;
+    case OpKind::halo:
+      s.kind = StepKind::halo;
+      if (opt.copy_free_halo && deferrable(g, c.readers, nd) &&
+          numel_of(shapes[nd.inputs[0]]) * opt.element_bytes >= opt.copy_free_min_bytes * neighbour_sides(a)) {
+        s.deferred = s.alias = true;  // the value is the tile: the reader grows what it needs
+        c.deferred[nd.id] = 1;
+      }
+      break;
+  }
+}
+
+// The step list: one per fusion group (see plan.hpp) or unfused node, in topological order.
+void make_steps(const Graph& g, const std::vector<std::vector<int64_t>>& shapes, const PlanOptions& opt, Plan& p) {
+  const int n = static_cast<int>(g.nodes.size());
+  StepContext c{g, opt, std::vector<std::vector<int>>(n), std::vector<int>(n, 0), std::vector<int>(n, 0),
+                std::vector<int>(n, -1), std::vector<int>(n, -1)};
+  for (const auto& nd : g.nodes)
+    for (int i : nd.inputs) c.readers[i].push_back(nd.id);
   p.step_of.assign(n, -1);
-  std::vector<int> add_of(n, -1);  // conv -> the add of two values it reads (PlanStep::x2)
-  std::vector<int> upsample_of(n, -1);  // conv -> the upsample it absorbs
   if (opt.fuse && opt.upsample_conv)
     for (const auto& nd : g.nodes)
       if (nd.op == OpKind::upsample_nearest)
-        if (int c = single(nd.id, OpKind::conv); c >= 0 && upsample_conv_applies(nd, g.nodes[c])) {
-          upsample_of[c] = nd.id;
-          absorbed[nd.id] = 1;
+        if (int cv = c.single(nd.id, OpKind::conv); cv >= 0 && upsample_conv_applies(nd, g.nodes[cv])) {
+          c.upsample_of[cv] = nd.id;
+          c.absorbed[nd.id] = 1;
         }
+  const auto& add_of = c.add_of;
   for (const auto& nd : g.nodes) {
-    if (nd.id == 0 || absorbed[nd.id]) continue;
+    if (nd.id == 0 || c.absorbed[nd.id]) continue;
     // an add no conv took as its epilogue (that conv came before it, and absorbed it then),
     // read only by a conv: into that conv, which reads the sum
     if (opt.fuse && nd.op == OpKind::add && nd.inputs.size() == 2 && nd.inputs[0] != nd.inputs[1])
-      if (int c = single(nd.id, OpKind::conv); c >= 0 && g.nodes[c].inputs.size() == 1) {
-        add_of[c] = nd.id;
-        absorbed[nd.id] = 1;
+      if (int cv = c.single(nd.id, OpKind::conv); cv >= 0 && g.nodes[cv].inputs.size() == 1) {
+        c.add_of[cv] = nd.id;
+        c.absorbed[nd.id] = 1;
         continue;
       }
     PlanStep s;
     s.head = s.out = nd.id;
     s.name = nd.name;
-    const auto& a = nd.attrs;
-    switch (nd.op) {
-      case OpKind::input:
-        break;
-      case OpKind::sigma_channel:
-        s.kind = StepKind::sigma;
-        s.alias = true;
-        p.uses_sigma = true;
-        break;
-      case OpKind::conv: {
-        s.kind = StepKind::conv;
-        s.weight_key = key_of(nd, "weight");
-        s.bias_key = key_of(nd, "bias");
-        std::string pattern = add_of[nd.id] >= 0 ? "add+conv" : "conv";
-        if (!s.bias_key.empty()) pattern += "+bias";
-        int tail = nd.id;
-        std::vector<int> group{nd.id};
-        if (int bn = single(tail, OpKind::batch_norm); bn >= 0) {  // fold BN (always)
-          s.bn = bn;
-          s.bn_keys = bn_keys_of(g.nodes[bn]);
-          group.push_back(tail = bn);
-          pattern = add_of[nd.id] >= 0 ? "add+conv+bn" : "conv+bn";
-        }
-        if (opt.fuse) {
-          if (int r = single(tail, OpKind::relu); r >= 0) {
-            group.push_back(tail = r);
-            s.relu = true;
-            pattern += "+relu";
-          } else if (int ad = single(tail, OpKind::add); ad >= 0) {
-            const auto& ins = g.nodes[ad].inputs;
-            // The residual must already exist where the fused step runs (the conv's place).
-            const int zz = ins.size() == 2 ? (ins[0] == tail ? ins[1] : ins[0]) : -1;
-            if (ins.size() == 2 && (ins[0] == tail) != (ins[1] == tail) && zz < nd.id) {
-              s.z = zz;
-              group.push_back(tail = ad);
-              pattern += "+add";
-              if (int r2 = single(ad, OpKind::relu); r2 >= 0) {
-                group.push_back(tail = r2);
-                s.relu = true;
-                pattern += "+relu";
-              }
-            }
-          }
-        }
-        if (upsample_of[nd.id] >= 0)  // the concat reading the upsample conv (plan.hpp: cat_other)
-          if (int ct = single(tail, OpKind::concat); ct >= 0) {
-            const auto& ins = g.nodes[ct].inputs;
-            const int other = ins.size() == 2 ? (ins[0] == tail ? ins[1] : ins[0]) : -1;
-            if (ins.size() == 2 && (ins[0] == tail) != (ins[1] == tail) && other < nd.id) {
-              s.cat_other = other;
-              s.cat_first = ins[0] == tail;
-              group.push_back(tail = ct);
-              pattern += "+concat";
-            }
-          }
-        for (int id : group)  // the rest of the group runs in this step
-          if (id != nd.id) absorbed[id] = 1;
-        set_window(s, a);
-        read_halo(g, deferred, nd, s);
-        s.out = tail;
-        if (upsample_of[nd.id] >= 0) {  // the upsample and this conv as one transposed conv
-          s.kind = StepKind::conv_transpose;
-          s.from_upsample = true;
-          s.stride.assign(a.stride.size(), 2);
-          s.output_padding.assign(a.stride.size(), 0);
-          pattern = "upsample+" + pattern;
-        }
-        if (group.size() > 1 || s.from_upsample || add_of[nd.id] >= 0) p.fusions.push_back(pattern + ":" + nd.name);
-        break;
-      }
-      case OpKind::conv_transpose:
-        s.kind = StepKind::conv_transpose;
-        s.weight_key = key_of(nd, "weight");
-        s.bias_key = key_of(nd, "bias");
-        set_window(s, a);
-        s.output_padding = a.output_padding;
-        break;
-      case OpKind::batch_norm:
-        s.kind = StepKind::batch_norm;
-        s.bn_keys = bn_keys_of(nd);
-        break;
-      case OpKind::relu:
-        s.kind = StepKind::relu;
-        break;
-      case OpKind::add:
-        s.kind = StepKind::add;
-        break;
-      case OpKind::concat:
-        s.kind = StepKind::concat;
-        break;
-      case OpKind::max_pool:
-        s.kind = StepKind::max_pool;
-        set_window(s, a);
-        s.kernel = a.kernel;
-        read_halo(g, deferred, nd, s);
-        break;
-      case OpKind::upsample_nearest:
-        s.kind = StepKind::upsample;
-        s.scales.assign(a.scale.begin(), a.scale.end());
-        break;
-      case OpKind::pad: {
-        s.kind = StepKind::pad;
-        const auto& in = shapes[nd.inputs[0]];
-        bool any = false;
-        for (int d = g.dim - 1; d >= 0; --d) {
-          const int64_t sz = in[2 + d], pd = (sz + a.multiple - 1) / a.multiple * a.multiple - sz;
-          s.pads.push_back(0);
-          s.pads.push_back(pd);
-          any = any || pd > 0;
-        }
-        s.alias = !any;  // nothing to pad: the input itself
-        break;
-      }
-      case OpKind::crop:
-        s.kind = StepKind::crop;
-        s.alias = true;
-        break;
-      case OpKind::halo:
-        s.kind = StepKind::halo;
-        if (opt.copy_free_halo && deferrable(g, readers, nd) &&
-            numel_of(shapes[nd.inputs[0]]) * opt.element_bytes >= opt.copy_free_min_bytes * neighbour_sides(a)) {
-          s.deferred = s.alias = true;  // the value is the tile: the reader grows what it needs
-          deferred[nd.id] = 1;
-        }
-        break;
-    }
+    node_step(c, shapes, nd, s, p);
     // Inputs: for a fused group, the head's inputs plus the residual (a folded upsample's input;
     // a folded add's two inputs).
     s.in = s.from_upsample || (nd.op == OpKind::conv && add_of[nd.id] >= 0) ? g.nodes[static_cast<size_t>(nd.inputs[0])].inputs

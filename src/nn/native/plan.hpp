@@ -1,4 +1,4 @@
-// The native backend's planner: what the executor (executor.cpp) will run, decided on the IR
+// The native backend's planner: what the executor (impl.hpp) will run, decided on the IR
 // and its inferred shapes alone, with no tensors and no device, so it can be tested directly.
 //
 // It decides:

@@ -4,7 +4,7 @@
 // runtime-compiled engines the epilogue graphs pick; for others, the plan's position in cuDNN's
 // heuristic order), so that a later process loads the plan instead of building and timing three
 // of them (the epilogue choice added 5.2 s to the 5.2 s cold autotuned compile of DRUNet 1 ch
-// 4096², H200, docs/measurements/2026-12-01f).
+// 4096², H200, docs/performance.md#compile-time-and-the-plan-cache).
 //
 // With pnp's Hopper kernels (wgmma_conv.hpp) the choice has a third arm, the kernel, timed
 // against cuDNN's side; an executor without them takes cuDNN's side of the entry.

@@ -12,7 +12,7 @@
 // C_out in the output, W C_in in the input, 0 in the weight), and no shuffle pass is needed.
 //
 // Where cuDNN runs a dgrad kernel (DRUNet 1 ch 4096² fp32: 7.57 ms for two of its three
-// upsamplings, 1.21 ms for the third, H200, docs/measurements/2026-12-03e call 1), the products'
+// upsamplings, 1.21 ms for the third, H200, docs/performance.md#native-kernels), the products'
 // floor is their bytes: the input read once per parity, the output written once.
 // float32 uses TF32 tensor cores exactly where ATen's cuDNN convolutions do
 // (at::globalContext().allowTF32CuDNN()); bf16 accumulates in float32, as cuDNN does.
@@ -35,16 +35,16 @@ bool stride2_transposed_applies(const at::Tensor& x, const at::Tensor& w, const 
 // w [C_in, C_out, 2, 2] -> [C_in, 2, 2, C_out] contiguous (W_a of parity a is its [:, a] slice,
 // rows 4 C_out apart), in w's dtype and on w's device. On a CUDA device it also makes the calling
 // thread's cuBLAS handle there: cublasCreate allocates, which a CUDA graph capture forbids, and
-// the executor's capture from the plan cache runs nothing before it (2026-12-03f, call 1: that
-// capture failed and fell back to a cold compile).
+// the executor's capture from the plan cache runs nothing before it (without it, that capture
+// failed and fell back to a cold compile: docs/performance.md#compile-time-and-the-plan-cache).
 at::Tensor stride2_transposed_weight(const at::Tensor& w);
 
 // cuBLAS's first-use work for these products done ahead: each parity's product run once for one
 // image row (batch 1: m, n and k as the real ones) on scratch tensors, on a stream and cuBLAS
 // handle of the calling thread's own, synchronised. The executor runs it on a thread of its own
-// beside the plan cache's loading, and joins it before a capture: in call 2 of 2026-12-03f the
-// capture from the plan cache took 0.181 s with the products' first calls in it, 0.075 s before
-// them (2026-12-03e). Errors are swallowed: the products' own calls report them.
+// beside the plan cache's loading, and joins it before a capture: the capture from the plan
+// cache took 0.181 s with the products' first calls in it, 0.075 s before them
+// (docs/performance.md#compile-time-and-the-plan-cache). Errors are swallowed: the products' own calls report them.
 void stride2_transposed_warm(int64_t c_in, int64_t c_out, int64_t w, at::ScalarType dtype, at::Device device);
 
 // y = conv_transpose2d(x, w, stride 2), wt = stride2_transposed_weight(w), y written in place on

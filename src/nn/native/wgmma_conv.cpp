@@ -3,7 +3,7 @@
 
 #include "cuda_conv_checks.hpp"
 #include "pnp/core.hpp"
-#include "wgmma_conv_kernels.hpp"
+#include "cuda/wgmma_conv_kernels.hpp"
 
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAStream.h>

@@ -8,7 +8,7 @@
 // run them.
 #pragma once
 
-#include "wgmma_conv_kernels.hpp"
+#include "cuda/wgmma_conv_kernels.hpp"
 
 #include <ATen/ATen.h>
 

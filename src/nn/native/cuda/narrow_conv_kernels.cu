@@ -11,18 +11,18 @@
 // + residual, then ReLU, in float32, rounded once to the output type.
 //
 // That kernel is written for C_out <= 4, but only C_out = 1 is dispatched: on an H200
-// (docs/measurements/2026-12-02d) it beat cuDNN there (DRUNet 1 ch 4096²'s 64 -> 1 tail: 3.81
+// (docs/performance.md#native-kernels) it beat cuDNN there (DRUNet 1 ch 4096²'s 64 -> 1 tail: 3.81
 // ms against 6.47 ms plus a 0.96 ms NHWC -> NCHW conversion), and lost with 3 outputs (DnCNN 3
 // ch 2048²'s tail, 2.01 ms). Every output costs it one shared-memory weight load per 4 FMAs.
 //
-// Few inputs (few_in_kernel, 2026-12-03). The head (C_in 1 to 4, C_out 64 and up) is a write:
+// Few inputs (few_in_kernel). The head (C_in 1 to 4, C_out 64 and up) is a write:
 // at 2048² and 64 float32 outputs, 1.07 GB out against 50 MB in and 7.2 G FMAs, 0.26 ms of
 // bandwidth and 0.22 ms of FMA on an H200. cuDNN pads C_in and runs an implicit GEMM built for
 // deep inputs (DnCNN 3 ch 2048²'s head 0.58 ms, DRUNet 1 ch 4096²'s 2 -> 64 head 2.3 ms fp32 and
-// 4.2 ms bf16; this kernel 0.51, 1.46 and 1.45 ms, docs/measurements/2026-12-03b).
+// 4.2 ms bf16; this kernel 0.51, 1.46 and 1.45 ms, docs/performance.md#native-kernels).
 // The kernel is output-stationary: a block owns 128 pixels of a band of output rows (8, or 16 or
 // 32 where enough blocks remain, few_in_band: DRUNet 1 ch 4096²'s head 1.637 against 1.913 ms
-// with 8 in fp32, even in bf16 at 1.92 ms; H200, 2026-12-04 call 1) and 64 outputs;
+// with 8 in fp32, even in bf16 at 1.92 ms; H200, docs/performance.md#native-kernels) and 64 outputs;
 // the 64 outputs' weights (float4s of 4 outputs) are staged in shared memory once, and the
 // window's input rows (every channel as one float4) go through a ring in shared memory, one new
 // row per output row, loaded while the row before is computed. Thread (q, g) computes pixels
@@ -181,18 +181,18 @@ __global__ void __launch_bounds__(kThreads) few_out_kernel(NarrowConvArgs a, int
 // output meet in shared memory, one lane per output adds them and stores it with its bias,
 // residual and ReLU. So every input byte is read once from DRAM (plus the bands' two halo rows)
 // and no weight is loaded twice, where few_out_kernel reloads a weight float4 every 4 FMAs.
-// On an H200 (docs/measurements/2026-12-03b): DnCNN 3 ch 2048²'s tail 0.675 ms against cuDNN's
+// On an H200 (docs/performance.md#native-kernels): DnCNN 3 ch 2048²'s tail 0.675 ms against cuDNN's
 // 1.455 ms; DRUNet 1 ch 4096²'s 64 -> 1 tail 1.42 ms (few_out_kernel 3.60 ms). At 3 outputs it
 // takes 255 registers (8 warps a multiprocessor) and is latency-bound (1.59 TB/s). The window
 // rows through a cp.async ring in shared memory, three rows ahead, were correct and slower
-// there (0.81 ms, 2026-12-03b call 3), and were not kept. With a second input (X2, ConvArgs::x2:
+// there (0.81 ms), and were not kept. With a second input (X2, ConvArgs::x2:
 // an add folded into the convolution, DRUNet's x + x1 before its tail) each window pixel is the
 // float32 sum of the two: the add's pass over both and its write are gone, for one more read of
 // x2 here. x2's row is loaded into registers of its own beside x's and summed only when the row
 // is taken, so that both rows' loads are in flight together while the row before is computed.
 // (Summed as loaded, into one scratch register set, every load of x2 waited for the one before,
 // as the SASS showed: DRUNet 4096²'s tail took 4.15-4.39 ms in fp32, 2.0 TB/s, against 1.47 ms
-// without x2. Now 2.15-2.20 ms; bf16 2.02-2.09 against 2.10-2.19 ms. H200, 2026-12-04 calls 1-2.)
+// without x2. Now 2.15-2.20 ms; bf16 2.02-2.09 against 2.10-2.19 ms. H200, docs/performance.md#native-kernels.)
 constexpr int kTailThreads = 256, kTailLanes = 16, kTailBand = 32;
 
 template <typename T, int CO, int P, bool X2>

@@ -40,7 +40,7 @@ PNP_ROWS_HD inline Run run_at(const Grid& g, int u, int u_end) {
 // run (kernel rows 2, 1, 0), the ones outside it thrown away; it stores row t - 3 (t >= 3) and
 // starts row t. Every step issues the same products, so that ptxas keeps them in flight behind
 // the stores (the version before issued only the rows that exist, each in its own wgmma group,
-// and its stores waited for all of a step's products: its SASS, 2026-12-03d). The steps come in
+// and its stores waited for all of a step's products: its SASS, docs/performance.md#native-kernels). The steps come in
 // rounds of three (the accumulators rotate); steps past the last run load other rows and
 // multiply them to finish the round.
 struct Walk {

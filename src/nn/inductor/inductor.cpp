@@ -1,7 +1,7 @@
-// The inductor backend's loader: an AOTInductor package in the cache, loaded with
-// torch::inductor::AOTIModelPackageLoader, fed the weights as constants, run on the current
-// stream. A cached package that cannot be loaded (truncated, corrupt) is removed and compiled
-// again, once, with a warning.
+// The inductor backend (include/pnp/nn/inductor.hpp: make_inductor) and its loader: an
+// AOTInductor package in the cache, loaded with torch::inductor::AOTIModelPackageLoader, fed the
+// weights as constants, run on the current stream. A cached package that cannot be loaded
+// (truncated, corrupt) is removed and compiled again, once, with a warning.
 #include "internal.hpp"
 
 #include <ATen/ATen.h>

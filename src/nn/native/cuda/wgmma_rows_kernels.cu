@@ -29,14 +29,14 @@
 // row_start's 64 scattered global loads were), and write their rows with transposing matrix
 // stores into 32-pixel staging chunks that bulk copies store (where row_end's 64 scattered
 // stores were). DRUNet 4096²'s 64-channel layers in bf16 went from 4.253 to 1.684 ms with a
-// residual and from 2.271 to 1.521 ms without (warm-up timings on one H200, 2026-12-03e). In float32
+// residual and from 2.271 to 1.521 ms without (warm-up timings on one H200, docs/performance.md#native-kernels). In float32
 // the weights (144 KiB) and two stages leave 16 KiB, too little for a residual row (64 KiB),
 // and the epilogue stays in the registers (row_start, row_end). So with a residual a float32
 // CTA has one consumer warpgroup (NC = 1): a column is 128 pixels, its stages half as big, and
 // the residual's row (32 KiB) fits; the loader brings it a step ahead as in bf16 and
 // row_start_shared_f32 reads it; the stores stay in the registers. DRUNet 1 ch 4096² fp32 went
-// from 245.181 / 244.184 to 236.155 / 236.225 ms (A/B alternating on one H200, 2026-12-04e
-// call 1), its eight residual layers from about 6.2 to 5.0 ms each. The two-consumer residual
+// from 245.181 / 244.184 to 236.155 / 236.225 ms (A/B alternating on one H200,
+// docs/performance.md#native-kernels), its eight residual layers from about 6.2 to 5.0 ms each. The two-consumer residual
 // with row_start's 64 scattered loads a thread stays for tests (WgmmaConvArgs::two_consumers).
 #include "wgmma_conv_kernels.hpp"
 #include "wgmma_rows_walk.hpp"
@@ -302,6 +302,72 @@ __device__ __forceinline__ void step(Consumer& cs, float (&a0)[64], float (&a1)[
     cute::warpgroup_commit_batch();
   }
 }
+
+// The loading warpgroup's one thread: the weights once, then each step's input stages and (kZSmem)
+// the residual's row, down the walk of units [u_begin, u_end).
+template <class T, int CB, int CO, int NC>
+__device__ __forceinline__ void load_rows(const Maps& m, const Params& p, const Grid& grid, int u_begin, int u_end,
+                                          int co0, uint8_t* s_w, uint8_t* s_b, uint8_t* s_z, uint64_t* full,
+                                          uint64_t* empty, uint64_t* w_full, uint64_t* z_full, uint64_t* z_empty) {
+  using L = Layout<T, CB, NC>;
+  constexpr int kStages = L::kStages;
+  constexpr int kBk = kRow / static_cast<int>(sizeof(T));  // channels per block
+  const uint64_t keep = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST);  // weights: every CTA's
+  const uint64_t normal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
+  Barrier::arrive_and_expect_tx(w_full, L::kWBytes);
+  for (int t = 0; t < kTaps; ++t)
+    for (int c = 0; c < CB; ++c)
+      cute::SM90_TMA_LOAD_2D::copy(&m.w, w_full, keep, s_w + (t * CB + c) * kABytes, t * CB * kBk + c * kBk, co0);
+  constexpr uint32_t b_bytes = (L::kCol + 2) * kRow;
+  const T* z = static_cast<const T*>(p.out.z);
+  int it = 0, iz = 0;
+  for (Walk w(grid, u_begin, u_end); w.live;)
+    for (int k = 0; k < 3; ++k, w.advance(grid)) {
+      const Run& r = w.r;
+      const int ow0 = r.col * L::kCol, rho = w.input_row();
+      // the residual's rows into L2 two steps before row_start reads them (rows 0 to 2 of
+      // a run at its first step): its loads wait on them with the products of one step
+      // in flight
+      if (!L::kZSmem && z && w.live)
+        for (int i = w.t == 0 ? 0 : w.t + 2; i <= w.t + 2 && i < r.len; ++i) {
+          const uint32_t z_bytes = static_cast<uint32_t>(min(L::kCol, p.out.ow - ow0) * CO * sizeof(T));
+          const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + r.h0 + i) * p.out.ow + ow0) * CO;
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
+        }
+      // the residual's row for the row this step starts (none: the slot passes empty); its
+      // slot is free once the step before has started its row
+      auto load_z = [&] {
+        if (!L::kZSmem || !z) return;
+        Barrier::wait(z_empty, (iz++ & 1) ^ 1);
+        if (w.starts()) {
+          Barrier::arrive_and_expect_tx(z_full, L::kZBytes);
+          for (int b = 0; b < L::kZBlocks; ++b)
+            cute::SM90_TMA_LOAD_4D::copy(&m.z, z_full, normal, s_z + b * L::kCol * kRow, co0 + b * kBk, ow0, r.h0 + w.t,
+                                         r.img);
+        } else {
+          Barrier::arrive(z_full);
+        }
+      };
+      // float32 (one consumer, two stages): before the step's input stages, which wait for
+      // that step's products, so that the row comes a whole step ahead; after them, its copy
+      // was issued only once this step's first products had freed a stage, and row_start
+      // waited on it. bf16 (two consumers, three stages): after them, where the stages lead
+      // (DRUNet 1 ch 4096², alternating on one H200: fp32 237.1, 236.8 against 239.2, 239.0
+      // ms; bf16 with it first 120.3, 119.7 against 116.4, 117.5 ms: docs/performance.md#native-kernels).
+      constexpr bool kZFirst = sizeof(T) == 4;
+      if constexpr (kZFirst) load_z();
+      for (int c = 0; c < CB; ++c, ++it) {
+        const int s = it % kStages;
+        Barrier::wait(&empty[s], ((it / kStages) & 1) ^ 1);
+        Barrier::arrive_and_expect_tx(&full[s], b_bytes);
+        uint8_t* dst = s_b + s * L::kStageBytes;
+        cute::SM90_TMA_LOAD_4D::copy(&m.x, &full[s], normal, dst, c * kBk, ow0 - 1, rho, r.img);
+        cute::SM90_TMA_LOAD_4D::copy(&m.tail, &full[s], normal, dst + L::kCol * kRow, c * kBk, ow0 + L::kCol - 1, rho,
+                                     r.img);
+      }
+      if constexpr (!kZFirst) load_z();
+    }
+}
 #endif
 
 template <class T, int CB, int CO, int NC>  // CO: the output's channels (64 or 128)
@@ -311,7 +377,6 @@ __global__ void __launch_bounds__(Layout<T, CB, NC>::kThreads, 1)
   using L = Layout<T, CB, NC>;
   constexpr int kConsumers = L::kConsumers;
   constexpr int kStages = L::kStages;
-  constexpr int kBk = kRow / static_cast<int>(sizeof(T));  // channels per block
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* s_w = smem;                 // [tap][block]: 64 x 128 bytes each
@@ -345,63 +410,8 @@ __global__ void __launch_bounds__(Layout<T, CB, NC>::kThreads, 1)
 
   if (wg == kConsumers) {  // the loading warpgroup: one thread issues every copy
     if constexpr (NC == 2) cutlass::arch::warpgroup_reg_dealloc<kLoadRegs>();
-    if (tid == 128 * kConsumers) {
-      const uint64_t keep = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST);  // weights: every CTA's
-      const uint64_t normal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
-      Barrier::arrive_and_expect_tx(w_full, L::kWBytes);
-      for (int t = 0; t < kTaps; ++t)
-        for (int c = 0; c < CB; ++c)
-          cute::SM90_TMA_LOAD_2D::copy(&m.w, w_full, keep, s_w + (t * CB + c) * kABytes, t * CB * kBk + c * kBk, co0);
-      constexpr uint32_t b_bytes = (L::kCol + 2) * kRow;
-      const T* z = static_cast<const T*>(p.out.z);
-      int it = 0, iz = 0;
-      for (Walk w(grid, u_begin, u_end); w.live;)
-        for (int k = 0; k < 3; ++k, w.advance(grid)) {
-          const Run& r = w.r;
-          const int ow0 = r.col * L::kCol, rho = w.input_row();
-          // the residual's rows into L2 two steps before row_start reads them (rows 0 to 2 of
-          // a run at its first step): its loads wait on them with the products of one step
-          // in flight
-          if (!L::kZSmem && z && w.live)
-            for (int i = w.t == 0 ? 0 : w.t + 2; i <= w.t + 2 && i < r.len; ++i) {
-              const uint32_t z_bytes = static_cast<uint32_t>(min(L::kCol, p.out.ow - ow0) * CO * sizeof(T));
-              const T* zr = z + ((static_cast<size_t>(r.img) * p.out.oh + r.h0 + i) * p.out.ow + ow0) * CO;
-              asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(zr), "r"(z_bytes) : "memory");
-            }
-          // the residual's row for the row this step starts (none: the slot passes empty); its
-          // slot is free once the step before has started its row
-          auto load_z = [&] {
-            if (!L::kZSmem || !z) return;
-            Barrier::wait(z_empty, (iz++ & 1) ^ 1);
-            if (w.starts()) {
-              Barrier::arrive_and_expect_tx(z_full, L::kZBytes);
-              for (int b = 0; b < L::kZBlocks; ++b)
-                cute::SM90_TMA_LOAD_4D::copy(&m.z, z_full, normal, s_z + b * L::kCol * kRow, co0 + b * kBk, ow0, r.h0 + w.t,
-                                             r.img);
-            } else {
-              Barrier::arrive(z_full);
-            }
-          };
-          // float32 (one consumer, two stages): before the step's input stages, which wait for
-          // that step's products, so that the row comes a whole step ahead; after them, its copy
-          // was issued only once this step's first products had freed a stage, and row_start
-          // waited on it. bf16 (two consumers, three stages): after them, where the stages lead
-          // (DRUNet 1 ch 4096², alternating on one H200: fp32 237.1, 236.8 against 239.2, 239.0
-          // ms; bf16 with it first 120.3, 119.7 against 116.4, 117.5 ms: 2026-12-04e, call 4).
-          constexpr bool kZFirst = sizeof(T) == 4;
-          if constexpr (kZFirst) load_z();
-          for (int c = 0; c < CB; ++c, ++it) {
-            const int s = it % kStages;
-            Barrier::wait(&empty[s], ((it / kStages) & 1) ^ 1);
-            Barrier::arrive_and_expect_tx(&full[s], b_bytes);
-            uint8_t* dst = s_b + s * L::kStageBytes;
-            cute::SM90_TMA_LOAD_4D::copy(&m.x, &full[s], normal, dst, c * kBk, ow0 - 1, rho, r.img);
-            cute::SM90_TMA_LOAD_4D::copy(&m.tail, &full[s], normal, dst + L::kCol * kRow, c * kBk, ow0 + L::kCol - 1, rho,
-                                         r.img);
-          }
-          if constexpr (!kZFirst) load_z();
-        }
-    }
+    if (tid == 128 * kConsumers)
+      load_rows<T, CB, CO, NC>(m, p, grid, u_begin, u_end, co0, s_w, s_b, s_z, full, empty, w_full, z_full, z_empty);
     return;
   }
 
@@ -472,7 +482,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-// (the kernel also takes other widths, checked in calls 1-2 of 2026-12-03; the tests and the
+// (the kernel also takes other widths, checked on a GPU once, docs/performance.md#native-kernels; the tests and the
 // dispatch keep to multiples of 128)
 bool wgmma_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w, int ow, bool bf16) {
   const int bk = bf16 ? 64 : 32;

@@ -78,7 +78,7 @@ __device__ __forceinline__ void gmma(uint64_t a, uint64_t b, float (&d)[N], cute
 // A K-major operand in 128-byte-swizzled rows, 8-row groups 1024 bytes apart. The hardware
 // takes the swizzle phase from the address itself, so an operand may start at any row (the
 // kernel-column shifts): the descriptor's base-offset field stays 0 (set to the row phase, the
-// results were wrong: H200, docs/measurements/2026-12-02e).
+// results were wrong on an H200).
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   cute::GmmaDescriptor d;
   d.bitfield.start_address_ = static_cast<uint16_t>(addr >> 4);
@@ -100,6 +100,18 @@ __device__ __forceinline__ void gmma_block(uint64_t da, uint64_t db, float (&acc
     gmma<Op>(da + 2 * k, db + 2 * k, acc,
              (zero && k == 0) ? cute::SM90::GMMA::ScaleOut::Zero : cute::SM90::GMMA::ScaleOut::One,
              std::make_index_sequence<N>{});
+}
+
+// f(jj, e, i) for a 16-pixel chunk's 8 values of a thread (pixel groups jj of 8, pixels e of 2,
+// channels i of 2), in that order, unrolled.
+template <class F>
+__device__ __forceinline__ void for_chunk(F&& f) {
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) f(jj, e, i);
 }
 
 // The epilogue of one warpgroup's 64 x 2N tile at (co0, oh0, ow0) of image img: + bias,
@@ -129,33 +141,23 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
   };
   // 16 pixels at a time: the chunk's 8 residual loads are issued before the first is used
   // (one after the other, each waiting on memory, they cost the 128-channel layers 75 %:
-  // H200, docs/measurements/2026-12-02e)
+  // H200, docs/performance.md#native-kernels)
 #pragma unroll
   for (int jc = 0; jc < N / 8; ++jc) {
     float zv[8];
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          bool ok;
-          const size_t idx = index(2 * jc + jj, e, i, ok);
-          zv[4 * jj + 2 * i + e] = z && ok ? to_f(z[idx]) : 0.f;
-        }
-#pragma unroll
-    for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          bool ok;
-          const int j = 2 * jc + jj;
-          const size_t idx = index(j, e, i, ok);
-          float v = acc[4 * j + 2 * i + e] + bv[i] + zv[4 * jj + 2 * i + e];
-          if (p.relu) v = fmaxf(v, 0.f);
-          if (ok) y[idx] = from_f<T>(v);
-        }
+    for_chunk([&](int jj, int e, int i) {
+      bool ok;
+      const size_t idx = index(2 * jc + jj, e, i, ok);
+      zv[4 * jj + 2 * i + e] = z && ok ? to_f(z[idx]) : 0.f;
+    });
+    for_chunk([&](int jj, int e, int i) {
+      bool ok;
+      const int j = 2 * jc + jj;
+      const size_t idx = index(j, e, i, ok);
+      float v = acc[4 * j + 2 * i + e] + bv[i] + zv[4 * jj + 2 * i + e];
+      if (p.relu) v = fmaxf(v, 0.f);
+      if (ok) y[idx] = from_f<T>(v);
+    });
   }
 }
 
@@ -169,9 +171,9 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
 // products: all of a thread's loads in flight at once, into the accumulators themselves, while
 // the step's other products run. (The residual still costs DRUNet's 64-channel layers at 4096²
 // 5.971 against 4.149 ms in fp32; as an epilogue with the next 16 pixels' loads in flight it
-// was 5.967 ms, with 8 pixels' loads at a time 6.872 ms: H200, 2026-12-03d. In bf16 it cost
+// was 5.967 ms, with 8 pixels' loads at a time 6.872 ms: H200. In bf16 it cost
 // 4.154 against 1.909 ms; the rows kernel's bf16 epilogue now goes through shared memory and
-// the bulk copy engine instead: 1.684 against 1.521 ms on one H200, 2026-12-03e.)
+// the bulk copy engine instead: 1.684 against 1.521 ms on one H200; docs/performance.md#native-kernels.)
 //
 // row_bias: thread (warp w, lane l)'s two bias values, channels c = co0 + 16w + l/4 and c + 8
 // (0 without a bias); row_start's, and the rows kernel's shared-memory row_start's.

@@ -29,10 +29,10 @@ struct WgmmaConvArgs : ConvArgs {
   bool round_tf32 = true;
   WgmmaKernel kernel = WgmmaKernel::any;
   // The rows kernel in float32 with a residual on two consumer warpgroups, each thread loading
-  // its 64 residual values from global memory in the epilogue (the kernel before 2026-12-04e),
+  // its 64 residual values from global memory in the epilogue (the float32 residual's first version),
   // instead of one consumer warpgroup on 128-pixel columns with the residual's row brought into
   // shared memory by the bulk copy engine (the default: DRUNet 1 ch 4096² fp32 236.2 against
-  // 244.2-245.2 ms on one H200, docs/measurements/2026-12-04e). For tests and A/B.
+  // 244.2-245.2 ms on one H200, docs/performance.md#native-kernels). For tests and A/B.
   bool two_consumers = false;
 };
 
@@ -50,7 +50,7 @@ bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream);
 // its 64 outputs' weights in shared memory and streams a run of input rows once, each row's
 // products going to the three output rows it meets, where the tile kernel loads the weights
 // for every 256 pixels and each input row three times (the L2 traffic that kept it
-// latency-bound: docs/measurements/2026-12-02e); and each warpgroup's stores overlap its own
+// latency-bound: docs/performance.md#native-kernels); and each warpgroup's stores overlap its own
 // products. row_reuse does not apply.
 bool wgmma_rows_supported(int ci, int co, int kh, int kw, int pad_h, int pad_w, int ow, bool bf16);
 bool launch_wgmma_rows(const WgmmaConvArgs& a, void* stream);
