@@ -6,7 +6,7 @@
 // 2 KiB of weights and 8 KiB of pixels from shared memory for 64 x 256 outputs. A 64-channel
 // layer in cuDNN's orientation reads as much shared memory as it computes (m64n64, the
 // channels the narrow side), which is where its 3x3 convolutions stop, near 240 TFLOP/s on an
-// H200 (docs/design-decisions.md). The pixels come through the bulk tensor copy engine from
+// H200 (docs/design.md, "Decisions"). The pixels come through the bulk tensor copy engine from
 // the NHWC input with zero fill at the image's edge (the padding), the weights from the KRSC
 // filter; the epilogue adds the bias and the residual and applies the ReLU before the one store.
 #pragma once
