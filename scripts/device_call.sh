@@ -24,7 +24,8 @@
 #                                       arm and the venv's Python named for pnp_bench
 #   sweep NAME ARCHS CH SHAPE BACKENDS [DTYPE]
 #                                       pnp_bench on input/sweep.toml with those keys replaced, to
-#                                       $OUT/NAME.h5 (ARCHS and BACKENDS as TOML list items)
+#                                       $OUT/NAME.h5 (ARCHS and BACKENDS as TOML list items; SHAPE may
+#                                       list several; PNP_SWEEP_TIMEOUT caps it, default 200 s)
 #   side_by_side PREFIX                 the side by side (needs peer_env): DRUNet 1 ch 4096²
 #                                       in bf16 and fp32, DnCNN and UNet 3 ch 2048² in fp32, each
 #                                       eager, native and torch.compile, to $OUT/PREFIX_*.h5, the
@@ -107,7 +108,7 @@ sweep() {
     -e "s/^timeout_s = .*/timeout_s = 90/" -e "s/^dtype = .*/dtype = \"$dtype\"/" \
     -e "s/^device = .*/device = \"$PNP_CALL_DEVICE\"/" input/sweep.toml >"/tmp/sweep_$name.toml"
   stamp "pnp_bench $name"
-  timeout 200 "$PNP_CALL_BIN/pnp_bench" "/tmp/sweep_$name.toml" --output "$OUT/$name.h5" --force 2>&1 | tail -8
+  timeout "${PNP_SWEEP_TIMEOUT:-200}" "$PNP_CALL_BIN/pnp_bench" "/tmp/sweep_$name.toml" --output "$OUT/$name.h5" --force 2>&1 | tail -8
 }
 
 side_by_side() {
