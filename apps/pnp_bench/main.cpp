@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
       }
       const Config cfg = load_config(config, sets);
       if (output.empty()) output = "pnp_scaling.h5";
-      io::check_output_path(output, force);
+      io::check_output_path(output, force, {config});
       const auto rows = run_scaling(cfg, so, std::cout);
       write_scaling(output, cfg, so, rows, force);
       std::cout << "pnp_bench: wrote " << rows.size() << " scaling rows to " << output << "\n";
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
       co.device = !device.empty() ? device : at::hasCUDA() ? "cuda" : "cpu";
       co.quick = quick;
       if (output.empty()) output = "pnp_ceilings.h5";
-      io::check_output_path(output, force);
+      io::check_output_path(output, force, {config});
       const auto rows = measure_ceilings(co, std::cout);
       write_ceilings(output, rows, co.device, force);
       std::cout << "pnp_bench: wrote " << rows.size() << " ceilings to " << output << "\n";
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
     if (quick) make_quick(c);
     if (!output.empty()) c.output = output;
     if (force) c.force = true;
-    io::check_output_path(c.output, c.force);  // before a long run
+    io::check_output_path(c.output, c.force, {config});  // before a long run (and not the configuration)
     // The file is rewritten (atomically) after every row, so an interrupted sweep keeps its rows.
     bool written = false;
     const auto rows = run_sweep(c, std::cout, [&](const std::vector<Row>& done) {

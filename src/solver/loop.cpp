@@ -129,8 +129,8 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   const bool clamp = cfg.solver.clamp != "none";
   if (cfg.solver.clamp == "ground_truth") {
     if (!prob.has_truth())
-      throw InputError("solver.clamp = \"ground_truth\" needs a ground truth in the input; set solver.clamp = "
-                       "\"fixed\" or \"none\"");
+      throw CollectiveError("solver.clamp = \"ground_truth\" needs a ground truth in the input; set solver.clamp = "
+                       "\"fixed\" or \"none\"", /*input_error=*/true);  // every rank: the same input
     rec.clamp_lo = prob.truth_min, rec.clamp_hi = prob.truth_max;
   } else {
     rec.clamp_lo = cfg.solver.clamp_min, rec.clamp_hi = cfg.solver.clamp_max;
@@ -247,8 +247,9 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
       const size_t i = static_cast<size_t>(it);
       Watchdog::beat("metrics");
       if (!quality.measure(s.x, s.p, rec.residual[i], rec.psnr[i], rec.ssim[i]))
-        throw InputError("the iteration diverged: the residual or the image is not finite after iteration " +
-                         std::to_string(it + 1) + " (lower solver.step_scale, or clamp with solver.clamp)");
+        throw CollectiveError("the iteration diverged: the residual or the image is not finite after iteration " +
+                                  std::to_string(it + 1) + " (lower solver.step_scale, or clamp with solver.clamp)",
+                              /*input_error=*/true);  // every rank: measure() reduces over the ranks
     }
     if (k == 0 && runner.capturing() && iters - start > 1) runner.capture();  // compile, part 2
     if (k == 0) {
@@ -262,14 +263,15 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
     // boundary, with a checkpoint; output.checkpoint_every writes one and goes on.
     const int64_t done = it + 1;
     if (done == iters) break;
-    int want = StopRequest::requested() || cfg.output.stop_after == done ? 1 : 0;
+    // 1 for output.stop_after, 1 + the signal for a signal on any rank (so that rank 0 names it).
+    int want = StopRequest::requested() ? 1 + std::max(StopRequest::signal(), 1) : cfg.output.stop_after == done ? 1 : 0;
     if (ranks > 1) want = static_cast<int>(comm.max(static_cast<double>(want)));
     const bool periodic = cfg.output.checkpoint_every > 0 && done % cfg.output.checkpoint_every == 0;
     if (want || periodic) checkpoint(done);
     if (want) {
       rec.stopped = true;
       rec.done = done;
-      rec.stop_signal = StopRequest::signal();
+      rec.stop_signal = want > 1 ? want - 1 : 0;
       if (progress)
         std::printf("stopped after iteration %lld (%s), checkpoint %s; continue with --resume\n", (long long)done,
                     rec.stop_signal ? ("signal " + std::to_string(rec.stop_signal)).c_str() : "output.stop_after",
@@ -285,9 +287,10 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
     rec.segments.push_back(this_segment(iters));
     // An image that is not finite must not be written as a result (no metrics would say so
     // when solver.metrics_every = 0).
-    if (!at::isfinite(s.x).all().item<bool>())
-      throw InputError("the iteration diverged: the final image holds non-finite values (lower solver.step_scale, or "
-                       "clamp with solver.clamp)");
+    const double bad = at::isfinite(s.x).all().item<bool>() ? 0.0 : 1.0;
+    if ((ranks > 1 ? comm.max(bad) : bad) > 0)  // agreed: every rank throws, none aborts
+      throw CollectiveError("the iteration diverged: the final image holds non-finite values (lower solver.step_scale, "
+                            "or clamp with solver.clamp)", /*input_error=*/true);
   }
   if (resume) rec.first_iteration = resume->first_iteration;
   rec.x_own = s.x;
