@@ -151,7 +151,7 @@ std::vector<Bytes> hdf5_seeds(const std::string& target, const fs::path& dir) {
       out.push_back(read_file(pi));
     }
     return out;
- else if (target == "weights") {
+  } else if (target == "weights") {
     nn::Graph g = small_graph();
     std::vector<Bytes> out;
     for (auto e : {nn::WeightEncoding::float32, nn::WeightEncoding::float16, nn::WeightEncoding::int8}) {
@@ -272,7 +272,7 @@ void generate_hdf5(const std::string& target, const fs::path& p, std::mt19937_64
   } else if (target == "image") {
     dataset("/x", dims(static_cast<int>(rng() % 6), 40));
     if (rng() % 4 == 0) dataset("/y", dims(2, 40));
- else if (target == "weights") {
+  } else if (target == "weights") {
     const nn::Graph g = small_graph();  // (a temporary graph would leave params() dangling)
     for (const auto* prm : g.params())
       if (rng() % 10) {
