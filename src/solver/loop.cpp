@@ -225,7 +225,10 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
     for (auto* v : series) c.series.push_back(gather_columns(comm, head(*v)));
     c.segments = rec.segments;
     c.segments.push_back(this_segment(done));
-    if (rank == 0) write_checkpoint(cfg.output.checkpoint_path(), c, checkpoint_identity(cfg, ranks), ranks);
+    // Agreed: a failed write (a full disk) ends every rank with rank 0's one line, no abort.
+    collectively(comm.mpi_comm(), [&] {
+      if (rank == 0) write_checkpoint(cfg.output.checkpoint_path(), c, checkpoint_identity(cfg, ranks), ranks);
+    });
   };
 
   for (int64_t it = start; it < iters; ++it) {
