@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "pnp/messages.hpp"
 #include "pnp/device.hpp"
+#include "pnp/messages.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/validate.hpp"
 

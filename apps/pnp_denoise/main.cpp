@@ -12,9 +12,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "pnp/messages.hpp"
 #include "pnp/device.hpp"
 #include "pnp/io.hpp"
+#include "pnp/messages.hpp"
 #include "pnp/nn/nn.hpp"
 #include "pnp/roofline.hpp"
 #include "pnp/validate.hpp"

@@ -5,10 +5,10 @@
 
 #include <iostream>
 
-#include "pnp/messages.hpp"
 #include "pnp/config.hpp"
 #include "pnp/config/cli.hpp"
 #include "pnp/core.hpp"
+#include "pnp/messages.hpp"
 
 namespace po = boost::program_options;
 

@@ -8,8 +8,8 @@
 
 #include "cli.hpp"
 #include "output.hpp"
-#include "pnp/messages.hpp"
 #include "pnp/device.hpp"
+#include "pnp/messages.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/validate.hpp"
 #include "pnp/watchdog.hpp"

@@ -2,9 +2,9 @@
 #include <cstring>
 #include <vector>
 
-#include "pnp/messages.hpp"
 #include "pnp/comm.hpp"
 #include "pnp/device.hpp"
+#include "pnp/messages.hpp"
 
 #include <cstdlib>
 

@@ -1,8 +1,8 @@
 // pnp_denoise's input: one dataset of an HDF5 file, checked before and after it is read.
 #include <string>
 
-#include "pnp/messages.hpp"
 #include "pnp/io.hpp"
+#include "pnp/messages.hpp"
 #include "pnp/validate.hpp"
 
 namespace pnp::io {

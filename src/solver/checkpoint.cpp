@@ -3,8 +3,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "pnp/messages.hpp"
 #include "pnp/io.hpp"
+#include "pnp/messages.hpp"
 
 namespace pnp {
 

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "pnp/messages.hpp"
-#include "pnp/synthetic.hpp"
 #include "pnp/solver.hpp"
+#include "pnp/synthetic.hpp"
 
 namespace pnp {
 
