@@ -53,12 +53,12 @@ int main(int argc, char** argv) {
                 << ", receptive radius " << nn::receptive_radius(g) << "\n";
       return 0;
     }
-    // The configuration is an input: no output may be it (run_training checks the outputs,
-    // the sidecar too, against each other and the data).
+    // No output may be another output or an input (the configuration, the training images).
     validate::require_distinct({{"output.weights", cfg.output.weights},
                                 {"output.log", cfg.output.log},
-                                {"output.checkpoint", cfg.output.checkpoint}},
-                               {{"the configuration", config}});
+                                {"output.checkpoint", cfg.output.checkpoint},
+                                {"output.sidecar", cfg.output.sidecar}},
+                               {{"the configuration", config}, {"data.stack", cfg.data.stack}});
     TrainResult r = run_training(cfg, std::cout);
     return r.finished || cfg.train.stop_after > 0 ? 0 : 1;
   } catch (...) {

@@ -21,7 +21,6 @@
 #include <sstream>
 
 #include "pnp/io.hpp"
-#include "pnp/validate.hpp"
 #include "checkpoint.hpp"
 #include "pnp/training.hpp"
 
@@ -114,14 +113,6 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);  // fixed shapes: autotune once
 
   const fs::path ckpt = cfg.output.checkpoint;
-  const std::string sidecar_name = cfg.output.sidecar.empty()
-                                       ? fs::path(cfg.output.weights).replace_extension(".json").string()
-                                       : cfg.output.sidecar;
-  validate::require_distinct({{"output.weights", cfg.output.weights},
-                              {"output.log", cfg.output.log},
-                              {"output.checkpoint", cfg.output.checkpoint},
-                              {"output.sidecar", sidecar_name}},
-                             {{"data.stack", cfg.data.stack}});
   const bool resuming = cfg.output.resume && fs::exists(ckpt);
   if (!resuming) {
     if (fs::exists(ckpt) && !cfg.output.force)
