@@ -4,23 +4,21 @@
 // (pnp::io::probe_hdf5), so that a damaged file that crashes or hangs libhdf5 kills this
 // process instead of an MPI rank. Links HDF5 and pnp_io only, so it starts in milliseconds.
 #include <cstdio>
-#include <cstring>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
 #include "pnp/io.hpp"
+#include "pnp/usage.hpp"
+
+constexpr char kUsage[] = "usage: pnp_h5probe FILE.h5 [FILE.h5 ...]\n"
+    "Reads every object, attribute and dataset of each file (datasets over 256 MiB in their\n"
+    "first 1 MiB). Exit 0: every file reads; 2: one line naming the first file that does not. The pnp\n"
+    "programs run it on their HDF5 inputs first, so a file that crashes libhdf5 kills this\n"
+    "process, not a rank.\n";
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fprintf(argc < 2 ? stderr : stdout,
-                 "usage: pnp_h5probe FILE.h5 [FILE.h5 ...]\n"
-                 "Reads every object, attribute and dataset of each file (datasets over 256 MiB in their\n"
-                 "first 1 MiB). Exit 0: every file reads; 2: one line naming the first file that does not. The pnp\n"
-                 "programs run it on their HDF5 inputs first, so a file that crashes libhdf5 kills this\n"
-                 "process, not a rank.\n");
-    return argc < 2 ? 2 : 0;
-  }
+  if (const int usage = pnp::usage_exit_code(argc, argv, kUsage); usage >= 0) return usage;
 #if defined(M_PERTURB)
   // Fill fresh and freed heap memory with a pattern. libhdf5 1.10 trusts indices read from
   // the file (H5HG_read does not check a global-heap index against the heap's size), so a

@@ -21,6 +21,21 @@ function(pnp_add_module name)
   endif()
 endfunction()
 
+# pnp_module_libraries(OUT REGEX MODULE...): the pnp_<module> target of each MODULE that has
+#   one whose TYPE matches REGEX (e.g. "^(STATIC|SHARED)_LIBRARY$"), in order.
+function(pnp_module_libraries out regex)
+  set(libs)
+  foreach(m IN LISTS ARGN)
+    if(TARGET pnp_${m})
+      get_target_property(type pnp_${m} TYPE)
+      if(type MATCHES "${regex}")
+        list(APPEND libs pnp_${m})
+      endif()
+    endif()
+  endforeach()
+  set(${out} ${libs} PARENT_SCOPE)
+endfunction()
+
 # pnp_add_app(NAME SOURCES ... DEPS ...): a program in apps/ (apps/<name>.cpp, or apps/<name>/
 # when it needs more than one file) that owns its command line and output; the logic it calls
 # lives in the libraries.

@@ -20,7 +20,7 @@ APT_PACKAGES=(build-essential cmake git pkg-config python3 python3-pip
               libopenmpi-dev openmpi-bin libhdf5-dev libtomlplusplus-dev
               libboost-program-options-dev doctest-dev shellcheck)
 TORCH_PIN="torch==2.11.0"
-PIP_PACKAGES=(h5py numpy pytest matplotlib pyyaml scikit-image)
+PIP_PACKAGES=(h5py numpy pytest matplotlib pyyaml scikit-image lizard)
 # deepinv needs torchvision; this one is the build for torch 2.11.0 (pip keeps the torch pin)
 [ $with_deepinv = 1 ] && PIP_PACKAGES+=("deepinv==0.5.0" "torchvision==0.26.0")
 

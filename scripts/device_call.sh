@@ -1,7 +1,10 @@
 # shellcheck shell=bash
-# What a device call's script needs, in one place, so that docs/measurements/<date>/callN.sh says
-# only what it measures. Sourced from the repository root; results and logs go to $OUT.
+# The device-call recipes, kept once: a call's command sources this file and names what it
+# measures (docs/performance.md cites these functions as `scripts/device_call.sh FUNCTION`).
+# Sourced from the repository root; results and logs go to $OUT.
 #   . scripts/device_call.sh
+#   e.g. the side by side:   . scripts/device_call.sh; peer_env; side_by_side 2
+#        the GPU check tier: . scripts/device_call.sh; build; gpu_check 1_gpu_check.log
 # Then:
 #   stamp TEXT                          "== [seconds since sourcing] TEXT"
 #   build [TARGET ...]                  scripts/device_build.sh (all targets when none); exits on failure
@@ -9,7 +12,7 @@
 #                                       output appended to $OUT/LOG, its summary lines printed
 #   swap_source FILE FROM [TARGET ...]  FILE replaced by FROM (a kernel from another commit, say),
 #                                       touched so that the build recompiles it (a copy keeps its
-#                                       older time: 2026-12-03e, call 3b), then rebuilt
+#                                       older time, and make skips it), then rebuilt
 #   restore_source FILE [TARGET ...]    FILE back to this tree's version (kept by swap_source),
 #                                       touched and rebuilt
 #   test_hopper LOG                     test_native's case of pnp's Hopper kernels against float64 (outputs
@@ -29,7 +32,7 @@
 #   clocks_start NAME / clocks_stop     the GPU's SM clock and power every 20 ms (nvidia-smi) into
 #                                       $OUT/NAME.csv meanwhile, then each busy stretch's medians
 #                                       (scripts/gpu_clocks.py): under a long forward an H200 sits at
-#                                       its power limit with its clock lowered (2026-12-04b)
+#                                       its power limit with its clock lowered
 # The tree, .deps/ and .whl/ together pass the device tool's 64 MiB: a call that needs the build
 # and the peer runs as two, back to back on one machine (its build and .deps/root stay there).
 set -uo pipefail

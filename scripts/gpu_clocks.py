@@ -11,7 +11,7 @@ Prints one line per stretch: its name (--label, in order), start and end (s from
 sample), median SM clock (MHz) and power (W). nvidia-smi refreshes its readings about every
 100 ms, so repeated samples are dropped. Lines that are not samples are skipped; no samples at
 all is an error (exit 2). Why: under a long forward an H200 runs at its power limit and its clock
-falls (docs/measurements/2026-12-04b), which a timing alone does not show.
+falls (docs/design.md, "Decisions": the rivals' margin), which a timing alone does not show.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ each stall reason and of each instruction class (its opcode's first part, the pr
   scripts/ncu_stalls.py SASS.csv.gz        (plain .csv too)
 
 Where a kernel waits, by instruction: a wait that moves from one instruction to another with the
-same total has not gone (docs/measurements/2026-12-04b). ncu prints the page once per launch
+same total has not gone (docs/performance.md#native-kernels). ncu prints the page once per launch
 profiled, each under a "Kernel Name" line; a report can print a launch twice, so launches are told
 apart by their total samples. No launch in the file is an error (exit 2)."""
 import csv

@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
     std::printf("pnp_recon: %lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
                 (long long)decomp.n, (long long)decomp.n, (long long)run->problem().geom.n_angles(),
                 cfg.denoiser.architecture.c_str(), run->comm().size(), run->device().is_cuda() ? "CUDA" : "CPU",
-                run->comm().choice().c_str(), cfg.compile.mode.c_str(), cfg.compile.backend.c_str(),
+                run->comm().choice().c_str(), to_string(cfg.compile.mode).c_str(),
+                to_string(cfg.compile.backend).c_str(),
                 (long long)decomp.halo);
     if (warmup.device() >= 0)
       std::printf("(the CUDA context of cuda:%d and cuDNN were made while MPI started: %.3f s)\n", warmup.device(),

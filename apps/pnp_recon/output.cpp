@@ -36,7 +36,7 @@ std::string setup_description(const std::string& part) {
 
 std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind) {
   const Config& cfg = plan.cfg;
-  const Decomposition& d = plan.decomp;
+  const Decomposition& d = plan.exec.decomp;
   const nn::Graph& g = plan.graph;
   const at::Device dev = plan.device;
   std::ostringstream os;
@@ -61,14 +61,14 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   os << ", "
      << cfg.denoiser.precision << ", weights "
      << (cfg.denoiser.weights.empty() ? "seeded random init" : cfg.denoiser.weights) << "\n";
-  os << "compile      mode " << cfg.compile.mode << ", backend " << cfg.compile.backend << "\n";
+  os << "compile      mode " << to_string(cfg.compile.mode) << ", backend " << to_string(cfg.compile.backend) << "\n";
   os << "ranks        " << ranks << " on " << (dev.is_cuda() ? "CUDA" : "CPU") << ", communication " << comm_kind << "\n";
   os << "decomposition " << d.describe();
   const auto& plans = plan.memory;
   if (cfg.denoiser.memory_limit_gb > 0)
     os << "memory limit " << cfg.denoiser.memory_limit_gb << " GB per rank (denoiser.memory_limit_gb)\n";
   for (size_t r = 0; r < plans.size(); ++r) os << "memory       rank " << r << ": " << plans[r].describe() << "\n";
-  os << "denoiser work (halo_mode " << cfg.distributed.halo_mode << ", per call)\n";
+  os << "denoiser work (halo_mode " << to_string(cfg.distributed.halo_mode) << ", per call)\n";
   for (size_t r = 0; r < plan.work.size(); ++r) {
     const DenoiserWork& w = plan.work[r];
     char line[200];
@@ -93,8 +93,8 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   if (!angles.empty()) io::write_attr(f, "/", "angles", angles);
   io::write_attr(f, "/", "gpu_names", g.gpu_names);
   io::write_attr(f, "/", "config", cfg.to_toml());
-  io::write_attr(f, "/", "compile_mode", cfg.compile.mode);
-  io::write_attr(f, "/", "compile_backend", cfg.compile.backend);
+  io::write_attr(f, "/", "compile_mode", to_string(cfg.compile.mode));
+  io::write_attr(f, "/", "compile_backend", to_string(cfg.compile.backend));
   io::write_attr(f, "/", "architecture", cfg.denoiser.architecture);
   io::write_attr(f, "/", "device", dev.is_cuda() ? std::string("cuda") : std::string("cpu"));
   io::write_attr(f, "/", "comm_backend", comm.backend());
@@ -176,7 +176,7 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write(f, "/decomposition/boxes", boxes.data(), {ranks, 4}, "px", "owned tile of each rank: r0, r1, c0, c1 (half-open)");
   io::write_scalar<int64_t>(f, "/decomposition/halo", d.halo, "px", "halo width used (halo = 0 resolved to the receptive radius)");
   io::write_attr(f, "/decomposition", "kind", d.kind);
-  io::write_attr(f, "/decomposition", "halo_mode", cfg.distributed.halo_mode);
+  io::write_attr(f, "/decomposition", "halo_mode", to_string(cfg.distributed.halo_mode));
   {
     const auto work = denoiser_work(cfg, d, denoiser_graph(cfg.denoiser));
     std::vector<double> flops, red, bytes, msgs;

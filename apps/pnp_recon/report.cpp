@@ -67,17 +67,17 @@ void print_summary(const Config& cfg, const PnpRecord& rec, const GatheredRecord
 // so a shared cache directory sees one compile and the other ranks waiting and loading).
 bool check_compile(const Config& cfg, at::Device device, int rank) {
   Config c = cfg;
-  if (c.compile.mode == "none") c.compile.mode = "pre";
+  if (c.compile.mode == CompileMode::none) c.compile.mode = CompileMode::pre;
   std::ostringstream o;
-  o << "check-compile: backend " << c.compile.backend;
-  if (c.compile.backend == "inductor") {
+  o << "check-compile: backend " << to_string(c.compile.backend);
+  if (c.compile.backend == CompileBackend::inductor) {
     nn::InductorOptions io_;
     io_.cache_dir = c.compile.cache_dir;
     o << " (" << c.compile.inductor_mode << ", cache " << c.compile.cache_dir << "), " << nn::probe_inductor(io_);
   }
   Denoiser d = make_denoiser(c, device);
   Config ce = cfg;
-  ce.compile.mode = "none";
+  ce.compile.mode = CompileMode::none;
   Denoiser e = make_denoiser(ce, device);
   const int64_t a = d.graph.alignment(), s = (16 + a - 1) / a * a;
   std::vector<int64_t> shape{1, d.graph.in_channels};

@@ -1,4 +1,4 @@
-// pnp_bench: the denoiser sweep (DESIGN.md "Denoiser sweep", "Sweep output").
+// pnp_bench: the denoiser sweep (docs/design.md, "Study settings" and "Files").
 // Architecture x shape x backend, one forward per call (x <- D(x, sigma)), warm-up calls then
 // timed calls each synchronised and timed with device events (host clock on CPU); stable = mean
 // of the last `stable` timed calls. One HDF5 row per configuration (docs/output_schema.md).
@@ -101,7 +101,7 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
 // Writes c.output atomically; replaces an existing file when `overwrite` or c.force.
 void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool overwrite = false);
 
-// The machine's measured ceilings (METHOD.md): what the data-sheet roofs of roofline.hpp are
+// The machine's measured ceilings (docs/design.md, "Roofline"): what the data-sheet roofs of roofline.hpp are
 // on this device. Copy bandwidth (a device-to-device copy; bytes read + written), dense matrix
 // products in TF32, plain FP32 and BF16 (2 m n k FLOP), and the DRUNet-shaped convolution
 // (64 -> 64 channels, 3x3, channels-last) in TF32, FP32 and BF16 (TF32 rows on CUDA only).
@@ -129,7 +129,7 @@ Provenance bench_provenance();
 void write_ceilings(const std::string& path, const std::vector<Ceiling>& rows, const std::string& device,
                     bool overwrite);
 
-// ---- The scaling model (pnp_bench --scaling CONFIG) ---------------------------------------
+// ---- The scaling model (pnp_bench --scaling CONFIG; docs/performance.md#scaling) ---------
 // Predicts a PnP iteration's time and parallel efficiency at R ranks for a pnp_recon
 // configuration, for row slabs and grids and both halo modes, from
 //  - compute measured on this device: one rank standing in for the busiest rank of R (the most
@@ -154,13 +154,15 @@ struct LinkModel {
 struct ScalingOptions {
   std::vector<int> ranks = {1, 2, 4, 8, 16, 32, 64};
   std::vector<std::string> layouts = {"slabs", "grid"};
-  std::vector<std::string> modes = {"input", "layer"};
+  std::vector<HaloMode> modes = {HaloMode::input, HaloMode::layer};
   int warmup = 2, timed = 5;  // per measured workload; the median of the timed calls
   LinkModel link;
 };
 struct ScalingRow {
   int ranks = 1;
-  std::string layout, mode, status = "ok", reason;
+  std::string layout;
+  HaloMode mode = HaloMode::input;
+  std::string status = "ok", reason;
   int stand_in = 0;           // the rank whose workload was measured
   std::string tile;           // its denoiser input shape
   double gradient_s = 0, denoise_s = 0, allreduce_s = 0, halo_s = 0, iteration_s = 0, efficiency = 0;

@@ -5,12 +5,37 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace pnp {
+
+// The modes and backends, parsed once from their TOML strings (the schema's enum fields); the
+// rest of the program compares enumerators and writes to_string's text into its outputs.
+enum class CompileMode { none, pre, post, fused };  // where compilation is applied
+enum class CompileBackend { native, inductor };      // how the compiled parts are compiled
+enum class HaloMode { input, layer };                // how a distributed denoiser sees its neighbours
+
+// Every value's text, in enumerator order: the schema's choices and what outputs record.
+const std::vector<std::string>& enum_names(CompileMode);
+const std::vector<std::string>& enum_names(CompileBackend);
+const std::vector<std::string>& enum_names(HaloMode);
+template <class E>
+const std::string& to_string(E value) requires std::is_enum_v<E> && requires { enum_names(E{}); } {
+  return enum_names(E{})[static_cast<size_t>(value)];
+}
+// The value whose name is `text` (parse_enum<HaloMode>(text)); nullopt for any other text.
+template <class E>
+std::optional<E> parse_enum(std::string_view text) {
+  const std::vector<std::string>& names = enum_names(E{});
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<E>(i);
+  return std::nullopt;
+}
 
 struct ProblemConfig {
   int64_t size = 256;                 // N: image is N x N
@@ -58,8 +83,8 @@ struct DenoiserConfig {
 };
 
 struct CompileConfig {
-  std::string mode = "none";          // none | pre | post | fused
-  std::string backend = "native";     // native | inductor
+  CompileMode mode = CompileMode::none;
+  CompileBackend backend = CompileBackend::native;
   bool cuda_graphs = true;
   bool autotune = true;
   bool tf32 = true;                   // TF32 convolutions and matmuls on CUDA (PyTorch's default for cuDNN); false = strict fp32
@@ -72,11 +97,18 @@ struct DistributedConfig {
   std::string decomposition = "slabs";  // slabs | grid
   std::vector<int64_t> grid = {0, 0};   // rows x cols of ranks for grid; 0 = choose
   int64_t halo = 0;                     // 0 = receptive radius (exact)
-  std::string halo_mode = "input";      // input | layer (include/pnp/nn/ir.hpp, with_layer_halos)
+  HaloMode halo_mode = HaloMode::input;  // layer: include/pnp/nn/ir.hpp, with_layer_halos
   std::string comm = "auto";            // auto | nccl | mpi
   std::string device = "auto";          // auto | cpu | cuda
   double timeout_s = 1200;              // watchdog: end the job after this long without progress; 0 = off
 };
+
+// Whether distributed.halo_mode = layer can run with this compile section: the exchanges sit
+// between the layers, so the executor must be eager (mode none) or native; an AOTInductor
+// package is one opaque call with no place for them.
+inline bool layer_halo_supported(const CompileConfig& c) {
+  return c.mode == CompileMode::none || c.backend == CompileBackend::native;
+}
 
 struct OutputConfig {
   std::string file = "pnp_recon.h5";

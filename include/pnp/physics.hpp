@@ -1,7 +1,7 @@
 // Parallel-beam CT physics: the Joseph projector A, its exact adjoint A^T (a gather, no
 // atomics), FBP and the distributed power method for ||A^T A||.
 //
-// Conventions (see docs/measurements/2026-12-01/README.md "## Physics" and DESIGN.md):
+// Conventions (docs/design.md, "Physics"; measured: docs/performance.md#projector):
 //   * The image is n x n unit pixels, centred on the rotation axis. Pixel (i, j) (row i,
 //     column j, row-major) has its centre at x = j - (n-1)/2, y = (n-1)/2 - i.
 //   * Detector bin d (unit width) sits at t = d - (n_det-1)/2. Angle theta_k (degrees).

@@ -1,6 +1,6 @@
 // Analytic roofline counts of a denoiser IR at a given input shape, and the GPU peak table.
 //
-// Study conventions (DESIGN.md "Roofline"), fields *_study:
+// Study conventions (docs/design.md, "Roofline"), fields *_study:
 //   FLOPs: conv and conv_transpose only, 2 * C_out * (C_in/groups * k^d) * output voxels.
 //   Bytes: 4 * (inputs + output + weight) for every conv, conv_transpose, batch_norm and relu
 //          leaf op, where "weight" is the module's .weight tensor (bias and running statistics

@@ -1,6 +1,6 @@
-// The distributed PnP-PGD solver as a library: the problem, the denoiser, the memory plan, the
-// loop and one call that sets up, runs and gathers a whole reconstruction (what pnp_recon,
-// the tests and any embedding program call). One iteration on rank r:
+// The distributed PnP-PGD solver as a library: the execution plan, the problem, the denoiser,
+// the memory plan, the loop and one call that sets up, runs and gathers a whole reconstruction
+// (what pnp_recon, the tests and any embedding program call). One iteration on rank r:
 //   FP    p_r = A_r x_r            partial sinogram of the owned pixels
 //   COMM  p   = allreduce_sum(p_r)
 //   BP    g_r = A_r^T (p - y)
@@ -24,10 +24,47 @@
 #include "pnp/config.hpp"
 #include "pnp/decomposition.hpp"
 #include "pnp/io.hpp"
+#include "pnp/layer_exchange.hpp"
 #include "pnp/nn/nn.hpp"
 #include "pnp/physics.hpp"
 
 namespace pnp {
+
+// ---- The execution plan: what a configuration decides -----------------------------------
+
+// Which executor runs the denoiser: the eager one (compile.mode = none, and the identity, which
+// has nothing to compile), else compile.backend's (docs/design.md, "Compile placement and backend").
+enum class DenoiserExecutor { eager, native, inductor };
+DenoiserExecutor denoiser_executor(const Config& cfg);
+// Whether the denoiser runs distributed, exchanging at every layer: halo_mode = layer on more
+// than one rank (on one rank the layer halo is the whole image's graph).
+bool layer_exchanges(HaloMode mode, int ranks);
+// Whether the native executor captures its own CUDA graph: compile.mode = pre with
+// compile.cuda_graphs (with post and fused the solver captures the region around it).
+bool executor_captures(const CompileConfig& c);
+// Whether the solver captures its regions as CUDA graphs: compile.mode = post or fused with
+// compile.cuda_graphs, on a CUDA device (docs/design.md, "Compile placement and backend").
+bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device);
+
+// The decisions a configuration makes on `ranks` ranks before any data, communicator or
+// executor exists, made here once: pnp_recon's plan (and --dry-run), pnp_bench --scaling and
+// the memory estimate read them; make_denoiser and the solver's regions apply the same rules.
+struct ExecutionPlan {
+  HaloMode halo_mode = HaloMode::input;  // docs/design.md, "Halo modes"
+  bool layer_exchange = false;  // layer_exchanges(halo_mode, ranks)
+  // The input halo's width: 0 with halo_mode = layer (each layer exchanges its own), else
+  // distributed.halo, or the denoiser's receptive radius (exact) when that is 0.
+  int64_t halo = 0;
+  // distributed.decomposition and grid over the ranks; with halo_mode = layer the owned tiles
+  // start on the network's sampling grid (plan_decomposition's align_owned).
+  Decomposition decomp;
+  DenoiserExecutor executor = DenoiserExecutor::eager;
+  bool executor_graph = false;  // the native executor, with executor_captures
+  bool region_graphs = false;   // solver_captures on `device`
+};
+// InputError when the halo mode cannot run with compile.backend (layer_halo_supported) or no
+// decomposition fits.
+ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& graph, at::Device device = at::kCPU);
 
 // ---- Problem ----------------------------------------------------------------------------
 
@@ -74,7 +111,7 @@ Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::D
 //               around it (src/solver/regions.hpp).
 struct Denoiser {
   nn::Graph graph;  // what the executor runs: with halo nodes when it runs distributed
-  // distributed.halo_mode = "layer" on more than one rank: the exchanges of the halo nodes
+  // distributed.halo_mode = layer on more than one rank: the exchanges of the halo nodes
   // (declared before the executor, which calls it, so that it is destroyed after it).
   std::unique_ptr<nn::HaloExchanger> exchanger;
   std::unique_ptr<nn::Executor> executor;
@@ -89,7 +126,7 @@ nn::Graph denoiser_graph(const DenoiserConfig& c);
 // denoiser.precision as the executors' compute dtype: "fp32" -> kFloat, "bf16" -> kBFloat16.
 // The solver's own state stays float32; the denoiser casts its input and the solver its output.
 at::ScalarType denoiser_dtype(const DenoiserConfig& c);
-// With distributed.halo_mode = "layer", a communicator of more than one rank and its
+// With distributed.halo_mode = layer, a communicator of more than one rank and its
 // decomposition (planned with align_owned), the graph gets halo nodes (nn::with_layer_halos)
 // and the executor exchanges at every layer; otherwise comm and d are not used.
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm = nullptr,
@@ -101,13 +138,12 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device, std::un
                                    const std::vector<nn::AxisNeighbours>& axes);
 // ---- Denoiser work per rank ---------------------------------------------------------------
 
-// Rank `rank`'s view of d's split, for nn::with_layer_halos.
-std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank);
+// layer_neighbours(d, rank), the rank's view of the split: pnp/layer_exchange.hpp.
 
 // What one denoiser call costs each rank, counted on the IR (roofline::count): its conv FLOPs
-// against the ideal share (the whole image's FLOPs / ranks), and what it exchanges. halo_mode
-// "input": the graph on the extended tile (the receptive-radius halo recomputes the neighbours'
-// borders), exchanging the HaloPlan's boxes once (float32); "layer": the graph with halo nodes on
+// against the ideal share (the whole image's FLOPs / ranks), and what it exchanges. With
+// halo_mode = input, the graph on the extended tile (the receptive-radius halo recomputes the neighbours'
+// borders), exchanging the HaloPlan's boxes once (float32); with halo_mode = layer, the graph with halo nodes on
 // the owned tile, exchanging at every halo node (nn::layer_halo_traffic, at the denoiser's
 // precision). Patched runs (denoiser.patch_size) are counted as one call on the whole tile.
 struct DenoiserWork {
@@ -134,12 +170,13 @@ std::string remove_own_checkpoint(const std::string& path);
 //   solver       the PnP loop's images (x, z, extended z, gradient, truth, denoised tile) and
 //                sinograms (data, partial and full projection);
 //   weights      every parameter and buffer at the denoiser's precision;
-//   activations  roofline::activation_memory of the executor's style (eager for mode none and
-//                for the inductor backend, whose buffer plan is its own; native otherwise).
+//   activations  roofline::activation_memory of the executor's style (eager for the eager
+//                executor and for inductor, whose buffer plan is its own; native otherwise;
+//                denoiser_executor decides which runs).
 //                A compiled backend keeps one executor, with its own buffers, per distinct
 //                patch shape: their peaks add up;
 //   workspace    convolution workspaces and allocator rounding. Calibrated on the H200
-//                (docs/measurements/2026-12-01/README.md, "Memory"): eager, 2 x the largest activation; native,
+//                (docs/performance.md#memory-budget): eager, 2 x the largest activation; native,
 //                10 % of its activations.
 // With memory_limit_gb > 0 and patch_size = 0 the patch is the largest aligned size whose
 // total fits (the whole tile when it fits); InputError when even the smallest patch (2 x
@@ -153,9 +190,9 @@ struct MemoryPlan {
   std::string describe() const;  // one line
 };
 MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, int64_t angles, int64_t detectors);
-// The plan of every rank (computed identically on all), so that a limit too small for some
-// tile fails on every rank before any work.
-std::vector<MemoryPlan> memory_plans(const Config& cfg, const Decomposition& d, const nn::Graph& g);
+// The plan of every rank of the execution plan's decomposition (computed identically on all),
+// so that a limit too small for some tile fails on every rank before any work.
+std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g);
 // Angles and detector bins of the configured geometry.
 std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg);
 
@@ -251,7 +288,7 @@ struct ReconstructionPlan {
   Config cfg;
   at::Device device = at::kCPU;
   nn::Graph graph;
-  Decomposition decomp;
+  ExecutionPlan exec;              // the decomposition, halo and executor (plan_execution)
   std::vector<MemoryPlan> memory;  // one per rank
   std::vector<DenoiserWork> work;  // one per rank
 };

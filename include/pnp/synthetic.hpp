@@ -25,6 +25,20 @@ std::vector<Ellipse> random_ellipses(int count, uint64_t seed);
 // (supersample^2 samples per pixel when supersample > 1).
 std::vector<float> rasterize(const std::vector<Ellipse>& ellipses, int64_t n, int supersample = 1);
 
+// How many of pixel (i, j)'s s x s samples lie inside e (h = 2 / n, the pixel's side; c and sn
+// the cosine and sine of e's rotation): rasterize adds e.value * inside / s^2 to the pixel.
+inline int ellipse_samples_inside(const Ellipse& e, int64_t i, int64_t j, double h, int s, double c, double sn) {
+  int inside = 0;
+  for (int si = 0; si < s; ++si)
+    for (int sj = 0; sj < s; ++sj) {
+      double x = -1.0 + h * (static_cast<double>(j) + (sj + 0.5) / s) - e.x0;
+      double y = 1.0 - h * (static_cast<double>(i) + (si + 0.5) / s) - e.y0;
+      double xr = x * c + y * sn, yr = -x * sn + y * c;
+      if ((xr * xr) / (e.a * e.a) + (yr * yr) / (e.b * e.b) <= 1.0) ++inside;
+    }
+  return inside;
+}
+
 std::vector<float> shepp_logan(int64_t n);
 std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed);
 

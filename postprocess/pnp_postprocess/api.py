@@ -23,29 +23,29 @@ class FigureSpec:
     reader: Callable | None = None   # files -> what `table` takes; default: read_recons / read_benches
 
 
+# What each figure shows (the command line's list of figures).
+_HELP = {
+    "compile-speedup": "PnP first/stable iteration per (GPU count, mode), speedup over 1-GPU eager",
+    "phases": "PnP phase breakdown: stacked stable phase times per (GPU count, mode)",
+    "psnr": "PSNR and residual per iteration",
+    "reconstruction": "reconstruction, ground truth and error map with zoomed insets, one row per file",
+    "denoiser-speedup": "denoiser compile speedup per shape, architecture and GPU (pnp_bench)",
+    "peer-speedup": "pnp native against the better torch.compile arm (deepinv), speed-up and compile time",
+    "roofline": "arithmetic intensity vs compile speedup with the GPU ridge point (pnp_bench)",
+    "scaling": "predicted efficiency and iteration time per rank count (pnp_bench --scaling)",
+}
+
+# name, program, table, plot[, reader]
 FIGURES = {
-    s.name: s for s in (
-        FigureSpec("compile-speedup", "pnp_recon", tables.compile_speedup,
-                   figures.plot_compile_speedup,
-                   "PnP first/stable iteration per (GPU count, mode), speedup over 1-GPU eager"),
-        FigureSpec("phases", "pnp_recon", tables.phase_breakdown, figures.plot_phase_breakdown,
-                   "PnP phase breakdown: stacked stable phase times per (GPU count, mode)"),
-        FigureSpec("psnr", "pnp_recon", tables.psnr_per_iteration, figures.plot_psnr,
-                   "PSNR and residual per iteration"),
-        FigureSpec("reconstruction", "pnp_recon", images.reconstruction_table,
-                   images.plot_reconstruction,
-                   "reconstruction, ground truth and error map with zoomed insets, one row per file",
-                   reader=images.read_images),
-        FigureSpec("denoiser-speedup", "pnp_bench", tables.denoiser_speedup,
-                   figures.plot_denoiser_speedup,
-                   "denoiser compile speedup per shape, architecture and GPU (pnp_bench)"),
-        FigureSpec("peer-speedup", "pnp_bench", tables.peer_speedup, figures.plot_peer_speedup,
-                   "pnp native against the better torch.compile arm (deepinv), speed-up and compile time"),
-        FigureSpec("roofline", "pnp_bench", tables.roofline, figures.plot_roofline,
-                   "arithmetic intensity vs compile speedup with the GPU ridge point (pnp_bench)"),
-        FigureSpec("scaling", "pnp_bench --scaling", scaling.scaling_table, scaling.plot_scaling,
-                   "predicted efficiency and iteration time per rank count (pnp_bench --scaling)",
-                   reader=scaling.read_scalings),
+    row[0]: FigureSpec(*row[:4], _HELP[row[0]], *row[4:]) for row in (
+        ("compile-speedup", "pnp_recon", tables.compile_speedup, figures.plot_compile_speedup),
+        ("phases", "pnp_recon", tables.phase_breakdown, figures.plot_phase_breakdown),
+        ("psnr", "pnp_recon", tables.psnr_per_iteration, figures.plot_psnr),
+        ("reconstruction", "pnp_recon", images.reconstruction_table, images.plot_reconstruction, images.read_images),
+        ("denoiser-speedup", "pnp_bench", tables.denoiser_speedup, figures.plot_denoiser_speedup),
+        ("peer-speedup", "pnp_bench", tables.peer_speedup, figures.plot_peer_speedup),
+        ("roofline", "pnp_bench", tables.roofline, figures.plot_roofline),
+        ("scaling", "pnp_bench --scaling", scaling.scaling_table, scaling.plot_scaling, scaling.read_scalings),
     )
 }
 

@@ -227,16 +227,24 @@ def is_scaling(path) -> bool:
     return _tool_file(path, "scaling")
 
 
+def _tool_rows(path: Path, group: str, root_attrs, columns, group_attrs: bool = False) -> tuple[list[dict], dict, dict]:
+    """The table /`group` of a `pnp_bench --<group>` file: its rows, the file's root attributes
+    and, with `group_attrs`, the group's attributes (numpy scalars as Python values)."""
+    f, attrs = _open_checked(path, "pnp_bench", root_attrs)
+    with f:
+        if group not in f:
+            raise SchemaError(f"{path}: missing group '/{group}' (not a pnp_bench --{group} file)")
+        rows = _columns(f, group, columns, path)
+        extra = {k: (v.item() if hasattr(v, "item") else v) for k, v in f[group].attrs.items()} if group_attrs else {}
+    return rows, attrs, extra
+
+
 def read_scaling(path) -> list[dict]:
     """The rows of a `pnp_bench --scaling` file (one per halo mode, rank count and layout), each
     with the file, the device as `gpu` and the link model's attributes."""
     path = Path(path)
-    f, attrs = _open_checked(path, "pnp_bench", schema.SCALING_ROOT_ATTRS)
-    with f:
-        if "scaling" not in f:
-            raise SchemaError(f"{path}: missing group '/scaling' (not a pnp_bench --scaling file)")
-        rows = _columns(f, "scaling", schema.SCALING_COLUMNS, path)
-        link = {k: (v.item() if hasattr(v, "item") else v) for k, v in f["scaling"].attrs.items()}
+    rows, attrs, link = _tool_rows(path, "scaling", schema.SCALING_ROOT_ATTRS, schema.SCALING_COLUMNS,
+                                   group_attrs=True)
     return [r | {"file": str(path), "gpu": gpu_label(str(attrs["gpu_names"]))} | link for r in rows]
 
 
@@ -244,11 +252,7 @@ def read_ceilings(path) -> list[dict]:
     """The rows of a `pnp_bench --ceilings` file, one per kernel (name, shape, unit, seconds,
     rate, error, file) plus the device as `gpu`."""
     path = Path(path)
-    f, attrs = _open_checked(path, "pnp_bench", schema.CEILINGS_ROOT_ATTRS)
-    with f:
-        if "ceilings" not in f:
-            raise SchemaError(f"{path}: missing group '/ceilings' (not a pnp_bench --ceilings file)")
-        rows = _columns(f, "ceilings", schema.CEILINGS_COLUMNS, path)
+    rows, attrs, _ = _tool_rows(path, "ceilings", schema.CEILINGS_ROOT_ATTRS, schema.CEILINGS_COLUMNS)
     return [r | {"gpu": gpu_label(str(attrs["gpu_names"]))} for r in rows]
 
 

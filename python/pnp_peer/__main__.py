@@ -105,7 +105,7 @@ def run(a, torch, dinv) -> dict:
     out = {}
     # deepinv's DRUNet makes its noise-level map with torch.ones at torch's default dtype: in
     # bf16 the map is float32, the concat promotes the input, and the convolution refuses it
-    # (H200, docs/measurements/2026-12-03e, call 3b). The calls run at the module's dtype.
+    # (H200, 2026-12-03). The calls run at the module's dtype.
     default_dtype = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:

@@ -88,9 +88,9 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
   const at::Tensor sino = at::rand({k, det}, opts);
   std::map<std::pair<int64_t, int64_t>, double> grad_cache;  // owned tile -> s
   std::map<std::string, std::pair<double, int64_t>> den_cache;  // graph + tile -> s, device bytes
-  std::map<std::string, double> t1;                           // mode -> T(1)
+  std::map<HaloMode, double> t1;                              // mode -> T(1)
   std::vector<ScalingRow> rows;
-  for (const std::string& mode : o.modes)
+  for (const HaloMode mode : o.modes)
     for (int R : o.ranks)
       for (const std::string& layout : o.layouts) {
         if (R == 1 && layout != o.layouts.front()) continue;  // one rank has one layout
@@ -101,11 +101,9 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
         c.distributed.decomposition = layout;
         c.distributed.grid = {0, 0};
         try {
-          const bool layer = mode == "layer";
-          if (layer && c.compile.mode != "none" && c.compile.backend == "inductor")
-            throw InputError("the layer halo runs with the native backend or eager, not inductor");
-          const int64_t halo = layer ? 0 : c.distributed.halo > 0 ? c.distributed.halo : nn::receptive_radius(whole);
-          const Decomposition d = plan_decomposition(c.problem.size, R, layout, {0, 0}, halo, whole.alignment(), layer);
+          const ExecutionPlan plan = plan_execution(c, R, whole, device);
+          const Decomposition& d = plan.decomp;
+          const bool layer = plan.halo_mode == HaloMode::layer, exchanges = plan.layer_exchange;
           if (layout == "grid" && R > 1 && (d.grid_rows == 1 || d.grid_cols == 1)) {
             row.status = "skipped", row.reason = "no 2-d factorisation of " + std::to_string(R) + " ranks";
             rows.push_back(row);
@@ -137,7 +135,7 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
           const Box& in = layer ? t.own : t.ext;
           const auto axes = layer_neighbours(d, me);
           // The same graph on the same shape is measured once (a 1-rank layer run is the input one).
-          const std::string key = (layer && R > 1 ? nn::with_layer_halos(whole, axes) : whole).hash() + " " +
+          const std::string key = (exchanges ? nn::with_layer_halos(whole, axes) : whole).hash() + " " +
                                   std::to_string(in.rows()) + "x" + std::to_string(in.cols());
           row.tile = nn::shape_string({1, c.denoiser.channels, in.rows(), in.cols()});
           if (!den_cache.count(key)) {
@@ -145,7 +143,7 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
             // output, over what was allocated before it was built (0 on the CPU).
             reset_device_peak(device);
             const int64_t before = device_peak_bytes(device);
-            Denoiser den = layer && R > 1 ? make_distributed_denoiser(c, device, std::make_unique<LocalFill>(), axes)
+            Denoiser den = exchanges ? make_distributed_denoiser(c, device, std::make_unique<LocalFill>(), axes)
                                           : make_denoiser(c, device);
             at::Tensor z = at::rand({1, c.denoiser.channels, in.rows(), in.cols()}, opts);
             const double s = time_median(timer, o.warmup, o.timed, [&] { (void)den.executor->forward(z, c.denoiser.sigma); });
@@ -156,7 +154,7 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
           const Link L = link_for(o.link, R);
           const double sino_bytes = 4.0 * static_cast<double>(k * det);
           row.allreduce_s = R > 1 ? 2.0 * (R - 1) / R * sino_bytes / L.beta + 2.0 * (R - 1) * L.alpha : 0.0;
-          if (layer && R > 1) {
+          if (exchanges) {
             const nn::Graph g = nn::with_layer_halos(whole, axes);
             const std::vector<int64_t> shape{1, c.denoiser.channels, in.rows(), in.cols()};
             const int64_t eb = c.denoiser.precision == "bf16" ? 2 : 4;
@@ -174,7 +172,7 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
         } catch (const InputError& e) {
           row.status = "skipped", row.reason = e.what();
         }
-        log << "scaling " << mode << " " << layout << " R=" << R << ": "
+        log << "scaling " << to_string(mode) << " " << layout << " R=" << R << ": "
             << (row.status == "ok" ? "T " + std::to_string(row.iteration_s * 1e3) + " ms (gradient " +
                                          std::to_string(row.gradient_s * 1e3) + ", denoise " +
                                          std::to_string(row.denoise_s * 1e3) + ", allreduce " +
@@ -199,15 +197,15 @@ void write_scaling(const std::string& path, const Config& cfg, const ScalingOpti
   io::write_attr(f, "/", "gpu_names", device_name(choose_device(cfg.distributed.device, 0)));
   io::write_attr(f, "/", "config", cfg.to_toml());
   io::write_attr(f, "/", "device", cfg.distributed.device);
-  io::write_attr(f, "/", "compile_mode", cfg.compile.mode);
-  io::write_attr(f, "/", "compile_backend", cfg.compile.backend);
+  io::write_attr(f, "/", "compile_mode", to_string(cfg.compile.mode));
+  io::write_attr(f, "/", "compile_backend", to_string(cfg.compile.backend));
   io::write_attr(f, "/", "architecture", cfg.denoiser.architecture);
   auto col = [&](const char* name, auto get, const char* units, const char* desc) {
     io::write_column(f, std::string("/scaling/") + name, rows, get, units, desc);
   };
   col("ranks", [](const ScalingRow& r) { return int64_t{r.ranks}; }, "1", "ranks (GPUs) R");
   col("layout", [](const ScalingRow& r) { return r.layout; }, "", "slabs or grid");
-  col("halo_mode", [](const ScalingRow& r) { return r.mode; }, "", "input or layer");
+  col("halo_mode", [](const ScalingRow& r) { return to_string(r.mode); }, "", "input or layer");
   col("status", [](const ScalingRow& r) { return r.status; }, "", "ok or skipped");
   col("reason", [](const ScalingRow& r) { return r.reason; }, "", "why a row was skipped");
   col("stand_in", [](const ScalingRow& r) { return int64_t{r.stand_in}; }, "1", "the rank whose workload was measured");

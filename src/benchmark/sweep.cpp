@@ -148,24 +148,155 @@ std::map<std::pair<std::string, std::string>, Prepared> prepare_inductor(const S
 
 }  // namespace
 
+namespace {
+
+// What every row of one sweep shares.
+struct SweepRun {
+  const SweepConfig& c;
+  at::Device device;
+  at::ScalarType dtype;
+  CallTimer timer;
+  bool inductor_here;  // the inductor arm runs here (CUDA, or PNP_BENCH_INDUCTOR_CPU=1)
+  std::map<std::pair<std::string, std::string>, Prepared> prepared;  // its packages, compiled before timing
+};
+
+// Why `backend` cannot run here (empty when it can).
+std::string unavailable(const SweepRun& s, const std::string& backend) {
+  const std::string inductor = to_string(CompileBackend::inductor);
+  if (backend == "eager" || backend == to_string(CompileBackend::native) || backend == "torch_compile" ||
+      backend == "torch_compile_max_autotune" || (backend == inductor && s.inductor_here))
+    return "";
+  return backend == inductor ? "backend 'inductor' runs on CUDA in pnp_bench (on the CPU set PNP_BENCH_INDUCTOR_CPU=1)"
+                             : "unknown backend '" + backend +
+                                   "' (available: eager, native, inductor, torch_compile, torch_compile_max_autotune)";
+}
+
+// The peer arms: deepinv's module under torch.compile, in a python -m pnp_peer subprocess.
+void run_peer(const SweepRun& s, Row& r, const std::string& arch, const std::vector<int64_t>& spatial,
+              const nn::Graph& g, const std::vector<int64_t>& shape, const nn::Weights& weights) {
+  const SweepConfig& c = s.c;
+  free_device_cache(s.device);
+  nn::PeerOptions po;
+  po.mode = r.backend == "torch_compile" ? "default" : "max-autotune";
+  po.warmup = static_cast<int>(c.warmup), po.timed = static_cast<int>(c.timed), po.stable = static_cast<int>(c.stable);
+  po.sigma = c.sigma, po.seed = c.seed, po.timeout_s = c.torch_compile_timeout_s;
+  const nn::PeerResult p = nn::run_torch_compile_peer(sweep_spec(c, arch, spatial), g, weights, s.device, s.dtype,
+                                                      shape, po, inductor_options(c));
+  r.module = p.module;
+  if (p.ok) {
+    r.first_call_s = p.first_call_s, r.compile_s = p.compile_s, r.stable_s = p.stable_s;
+    r.peak_memory_bytes = p.peak_memory_bytes, r.cuda_graph = p.cuda_graphs;
+  } else {
+    r.status = "skipped";
+    r.reason = p.reason;
+    r.failed = !p.timed_out && p.reason.find("not installed") == std::string::npos;
+  }
+}
+
+// pnp's own arms: the executor of r.backend, its compile cost in r, and what it chose (notes).
+std::unique_ptr<nn::Executor> make_executor(const SweepRun& s, Row& r, const nn::Graph& g, const nn::Weights& weights,
+                                            const std::vector<int64_t>& shape,
+                                            std::function<std::vector<std::string>()>& notes) {
+  const SweepConfig& c = s.c;
+  if (r.backend == "eager") {
+    r.compile_s = 0.0;
+    return nn::make_eager(g, weights, s.device, s.dtype);
+  }
+  if (r.backend == to_string(CompileBackend::inductor)) {
+    // Compile cost: the exporter subprocess (run by prepare_inductor, in parallel with others)
+    // on a cache miss, plus the package load.
+    r.export_s = 0.0;
+    if (auto it = s.prepared.find({r.architecture, r.shape}); it != s.prepared.end()) {
+      if (!it->second.error.empty()) throw Error(it->second.error);
+      if (it->second.package.compiled_here) r.export_s = it->second.package.exporter_seconds;
+    }
+    auto n = nn::make_inductor(g, weights, s.device, s.dtype, shape, inductor_options(c));
+    r.export_s += n->exporter_seconds();
+    r.compile_s = r.export_s + n->load_seconds();
+    notes = [e = n.get()] { return e->notes(); };
+    return n;
+  }
+  nn::NativeOptions no = c.native;
+  if (c.native_plan_cache) no.plan_cache_dir = inductor_options(c).cache_dir + "/native";
+  auto n = nn::make_native(g, weights, s.device, s.dtype, shape, no);
+  r.compile_s = n->compile_seconds();
+  r.cuda_graph = n->graph_captured();
+  notes = [e = n.get()] {
+    std::vector<std::string> o{std::to_string(e->fusions().size()) + " fusions"};
+    for (auto& line : e->notes()) o.push_back(std::move(line));
+    return o;
+  };
+  return n;
+}
+
+// Builds and times one of pnp's own arms on x_cpu; a failure or out-of-memory skips the row.
+void time_own(const SweepRun& s, Row& r, const nn::Graph& g, const nn::Weights& weights,
+              const std::vector<int64_t>& shape, const at::Tensor& x_cpu) {
+  const SweepConfig& c = s.c;
+  try {
+    std::function<std::vector<std::string>()> notes;  // native and inductor: what the backend chose
+    free_device_cache(s.device);
+    s.timer.sync();
+    reset_device_peak(s.device);
+    const auto t0 = Clock::now();
+    at::Tensor x = x_cpu.to(s.device, s.dtype);
+    std::unique_ptr<nn::Executor> ex = make_executor(s, r, g, weights, shape, notes);
+    at::Tensor y = ex->forward(x, c.sigma);
+    s.timer.sync();
+    r.first_call_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (int64_t i = 1; i < c.warmup; ++i) y = ex->forward(x, c.sigma);
+    std::vector<double> t;
+    for (int64_t i = 0; i < c.timed; ++i) t.push_back(s.timer.time([&] { y = ex->forward(x, c.sigma); }));
+    r.stable_s = std::accumulate(t.end() - c.stable, t.end(), 0.0) / static_cast<double>(c.stable);
+    r.peak_memory_bytes = device_peak_bytes(s.device);
+    if (notes) r.notes = toml_schema::join(notes(), "\n");
+    if (!std::isfinite(y.abs().max().item<double>())) throw Error("non-finite output");
+  } catch (const c10::OutOfMemoryError& e) {
+    r.status = "skipped";
+    r.reason = "out of memory: " + first_line(e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    r.status = "skipped";
+    r.reason = "failed: " + first_line(e.what());
+    r.failed = true;
+  }
+  if (r.status != "ok") {
+    r.first_call_s = r.compile_s = r.export_s = r.stable_s = std::numeric_limits<double>::quiet_NaN();
+    r.peak_memory_bytes = 0;
+    r.notes.clear();
+    free_device_cache(s.device);
+  }
+}
+
+void print_row(std::ostream& progress, size_t done, size_t total, const Row& r) {
+  progress << "[" << done << "/" << total << "] " << r.architecture << " " << r.shape << " " << r.backend << ": ";
+  if (r.status == "ok")
+    progress << "first " << human_seconds(r.first_call_s) << " (compile " << human_seconds(r.compile_s) << "), stable "
+             << human_seconds(r.stable_s) << ", peak " << human_bytes(static_cast<double>(r.peak_memory_bytes)) << ", "
+             << r.flops / r.stable_s / 1e12 << " TFLOP/s (study FLOPs)\n";
+  else
+    progress << "skipped: " << r.reason << "\n";
+  progress.flush();
+}
+
+}  // namespace
+
 std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
                            const std::function<void(const std::vector<Row>&)>& on_row) {
   const at::Device device = parse_device(c.device, "sweep.device");
   if (device.is_cuda()) at::empty({1}, at::TensorOptions().device(device));  // initialises the allocator
   const at::ScalarType dtype = nn::parse_dtype(c.dtype, "sweep dtype");
   const std::string gpu = device_name(device);
-  const CallTimer timer(device);
   const size_t total = c.architectures.size() * c.shapes.size() * c.backends.size();
-  std::vector<Row> rows;
   progress << "pnp_bench: " << total << " configurations on " << gpu << " (" << c.dtype << "), " << c.warmup
            << " warm-up + " << c.timed << " timed calls, stable = mean of the last " << c.stable << "\n";
   // The inductor arm runs on CUDA. On the CPU, Inductor's C++ compile takes ~30 s per row even
   // for tiny networks, so it runs only when PNP_BENCH_INDUCTOR_CPU=1.
   const char* ind_cpu = std::getenv("PNP_BENCH_INDUCTOR_CPU");
-  const bool inductor_here = device.is_cuda() || (ind_cpu && std::string(ind_cpu) == "1");
-  std::map<std::pair<std::string, std::string>, Prepared> prepared;
-  if (inductor_here && std::find(c.backends.begin(), c.backends.end(), "inductor") != c.backends.end())
-    prepared = prepare_inductor(c, device, dtype, progress);
+  SweepRun s{c, device, dtype, CallTimer(device), device.is_cuda() || (ind_cpu && std::string(ind_cpu) == "1"), {}};
+  const std::string inductor = to_string(CompileBackend::inductor);
+  if (s.inductor_here && std::find(c.backends.begin(), c.backends.end(), inductor) != c.backends.end())
+    s.prepared = prepare_inductor(c, device, dtype, progress);
+  std::vector<Row> rows;
   for (const auto& arch : c.architectures) {
     for (const auto& spatial : c.shapes) {
       const nn::Graph g = sweep_graph(c, arch, spatial);
@@ -179,115 +310,28 @@ std::vector<Row> run_sweep(const SweepConfig& c, std::ostream& progress,
         r.dim = g.dim;
         r.shape = shape_key(shape);
         r.backend = backend;
-        r.mode = backend == "eager" ? "none" : "pre";
+        r.mode = to_string(backend == "eager" ? CompileMode::none : CompileMode::pre);
         r.gpu = gpu;
         r.flops = counts.flops_study;
         r.bytes = counts.bytes_study;
         r.intensity = counts.intensity_study();
         const bool peer = backend == "torch_compile" || backend == "torch_compile_max_autotune";
-        if (backend != "eager" && backend != "native" && !peer && !(backend == "inductor" && inductor_here)) {
+        if (const std::string why = unavailable(s, backend); !why.empty()) {
           r.status = "skipped";
-          r.reason = backend == "inductor"
-                         ? "backend 'inductor' runs on CUDA in pnp_bench (on the CPU set PNP_BENCH_INDUCTOR_CPU=1)"
-                         : "unknown backend '" + backend +
-                               "' (available: eager, native, inductor, torch_compile, torch_compile_max_autotune)";
+          r.reason = why;
         } else if (peer) {
           if (!weights) weights = nn::init_weights(g, static_cast<uint64_t>(c.seed));
-          free_device_cache(device);
-          nn::PeerOptions po;
-          po.mode = backend == "torch_compile" ? "default" : "max-autotune";
-          po.warmup = static_cast<int>(c.warmup), po.timed = static_cast<int>(c.timed), po.stable = static_cast<int>(c.stable);
-          po.sigma = c.sigma, po.seed = c.seed, po.timeout_s = c.torch_compile_timeout_s;
-          const nn::PeerResult p = nn::run_torch_compile_peer(sweep_spec(c, arch, spatial), g, *weights, device, dtype,
-                                                              shape, po, inductor_options(c));
-          r.module = p.module;
-          if (p.ok) {
-            r.first_call_s = p.first_call_s, r.compile_s = p.compile_s, r.stable_s = p.stable_s;
-            r.peak_memory_bytes = p.peak_memory_bytes, r.cuda_graph = p.cuda_graphs;
-          } else {
-            r.status = "skipped";
-            r.reason = p.reason;
-            r.failed = !p.timed_out && p.reason.find("not installed") == std::string::npos;
-          }
+          run_peer(s, r, arch, spatial, g, shape, *weights);
         } else {
           if (!weights) {
             weights = nn::init_weights(g, static_cast<uint64_t>(c.seed));
             auto gen = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(c.seed) + 1);
             x_cpu = at::empty(shape, at::kFloat).uniform_(0.0, 1.0, gen);  // random, never zeros
           }
-          try {
-            std::unique_ptr<nn::Executor> ex;
-            std::function<std::vector<std::string>()> notes;  // native and inductor: what the backend chose
-            at::Tensor x, y;
-            free_device_cache(device);
-            timer.sync();
-            reset_device_peak(device);
-            const auto t0 = Clock::now();
-            x = x_cpu.to(device, dtype);
-            if (backend == "eager") {
-              ex = nn::make_eager(g, *weights, device, dtype);
-              r.compile_s = 0.0;
-            } else if (backend == "inductor") {
-              // Compile cost: the exporter subprocess (run by prepare_inductor, in parallel with
-              // others) on a cache miss, plus the package load.
-              r.export_s = 0.0;
-              if (auto it = prepared.find({arch, r.shape}); it != prepared.end()) {
-                if (!it->second.error.empty()) throw Error(it->second.error);
-                if (it->second.package.compiled_here) r.export_s = it->second.package.exporter_seconds;
-              }
-              auto n = nn::make_inductor(g, *weights, device, dtype, shape, inductor_options(c));
-              r.export_s += n->exporter_seconds();
-              r.compile_s = r.export_s + n->load_seconds();
-              notes = [e = n.get()] { return e->notes(); };
-              ex = std::move(n);
-            } else {
-              nn::NativeOptions no = c.native;
-              if (c.native_plan_cache) no.plan_cache_dir = inductor_options(c).cache_dir + "/native";
-              auto n = nn::make_native(g, *weights, device, dtype, shape, no);
-              r.compile_s = n->compile_seconds();
-              r.cuda_graph = n->graph_captured();
-              notes = [e = n.get()] {
-                std::vector<std::string> o{std::to_string(e->fusions().size()) + " fusions"};
-                for (auto& line : e->notes()) o.push_back(std::move(line));
-                return o;
-              };
-              ex = std::move(n);
-            }
-            y = ex->forward(x, c.sigma);
-            timer.sync();
-            r.first_call_s = std::chrono::duration<double>(Clock::now() - t0).count();
-            for (int64_t i = 1; i < c.warmup; ++i) y = ex->forward(x, c.sigma);
-            std::vector<double> t;
-            for (int64_t i = 0; i < c.timed; ++i) t.push_back(timer.time([&] { y = ex->forward(x, c.sigma); }));
-            r.stable_s = std::accumulate(t.end() - c.stable, t.end(), 0.0) / static_cast<double>(c.stable);
-            r.peak_memory_bytes = device_peak_bytes(device);
-            if (notes) r.notes = toml_schema::join(notes(), "\n");
-            if (!std::isfinite(y.abs().max().item<double>())) throw Error("non-finite output");
-          } catch (const c10::OutOfMemoryError& e) {
-            r.status = "skipped";
-            r.reason = "out of memory: " + first_line(e.what_without_backtrace());
-          } catch (const std::exception& e) {
-            r.status = "skipped";
-            r.reason = "failed: " + first_line(e.what());
-            r.failed = true;
-          }
-          if (r.status != "ok") {
-            r.first_call_s = r.compile_s = r.export_s = r.stable_s = std::numeric_limits<double>::quiet_NaN();
-            r.peak_memory_bytes = 0;
-            r.notes.clear();
-            free_device_cache(device);
-          }
+          time_own(s, r, g, *weights, shape, x_cpu);
         }
         rows.push_back(r);
-        progress << "[" << rows.size() << "/" << total << "] " << r.architecture << " " << r.shape << " " << r.backend
-                 << ": ";
-        if (r.status == "ok")
-          progress << "first " << human_seconds(r.first_call_s) << " (compile " << human_seconds(r.compile_s) << "), stable "
-                   << human_seconds(r.stable_s) << ", peak " << human_bytes(static_cast<double>(r.peak_memory_bytes))
-                   << ", " << r.flops / r.stable_s / 1e12 << " TFLOP/s (study FLOPs)\n";
-        else
-          progress << "skipped: " << r.reason << "\n";
-        progress.flush();
+        print_row(progress, rows.size(), total, r);
         if (on_row) on_row(rows);
       }
     }
@@ -311,8 +355,8 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
   io::write_attr(f, "/", "config", c.to_toml());
   io::write_attr(f, "/", "device", c.device);
   // The filtering copies pnp_recon files carry (docs/output_schema.md): every compiled row is one
-  // denoiser compiled for one shape ("pre"); the backends and architectures of the grid.
-  io::write_attr(f, "/", "compile_mode", std::string("pre"));
+  // denoiser compiled for one shape (compile.mode = pre); the backends and architectures of the grid.
+  io::write_attr(f, "/", "compile_mode", to_string(CompileMode::pre));
   io::write_attr(f, "/", "compile_backend", toml_schema::join(c.backends, ","));
   io::write_attr(f, "/", "architecture", toml_schema::join(c.architectures, ","));
   auto col = [&](const char* name, auto get, const char* units, const char* desc) {

@@ -14,13 +14,13 @@ MpiSession::MpiSession(int& argc, char**& argv) {
 #ifdef OMPI_MAJOR_VERSION
   // Started without mpirun: OpenMPI's MPI_Init would fork its daemon (orted) for a job of one
   // process (the demo's `mpi` set-up part on one rank, 2-core CPU: 0.326 / 0.330 s with the
-  // daemon, 0.231 / 0.246 s isolated, docs/measurements/2026-12-01f/cpu_singleton.txt).
+  // daemon, 0.231 / 0.246 s isolated; docs/design.md, "Decisions").
   // Isolated, the singleton cannot MPI_Comm_spawn, which pnp never does. A value the user set
   // is kept. A job of one process talks to itself only: the ob1 messaging layer with the self
   // transport, not UCX, whose start-up probes the network and CUDA (beside the CUDA context made
   // on DeviceWarmup's thread). One H200, study_4096's set-up: the `mpi` part 0.153 s against
   // 0.347 / 0.445 s with OpenMPI's defaults, and the context 0.398 against 0.496 / 0.600 s
-  // (docs/measurements/2026-12-02b/4_study.log).
+  // (docs/performance.md#the-pnp-iteration).
   if (started_without_launcher()) {
     setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
     setenv("OMPI_MCA_pml", "ob1", 0);

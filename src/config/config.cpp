@@ -6,6 +6,19 @@ namespace pnp {
 namespace fs = std::filesystem;
 using namespace toml_schema;
 
+const std::vector<std::string>& enum_names(CompileMode) {
+  static const std::vector<std::string> names = {"none", "pre", "post", "fused"};
+  return names;
+}
+const std::vector<std::string>& enum_names(CompileBackend) {
+  static const std::vector<std::string> names = {"native", "inductor"};
+  return names;
+}
+const std::vector<std::string>& enum_names(HaloMode) {
+  static const std::vector<std::string> names = {"input", "layer"};
+  return names;
+}
+
 namespace {
 
 // Cross-key rules that no single key can check.
@@ -23,9 +36,9 @@ void validate(const Config& c, const std::string& source) {
   if (c.denoiser.channels != 1)
     throw InputError(source + ": denoiser.channels = " + std::to_string(c.denoiser.channels) +
                      ": a CT image has one channel, so the denoiser must take 1");
-  if (c.distributed.halo_mode == "layer") {
+  if (c.distributed.halo_mode == HaloMode::layer) {
     // The denoiser runs distributed, one whole tile per rank, exchanging at every layer.
-    if (c.compile.mode != "none" && c.compile.backend == "inductor")
+    if (!layer_halo_supported(c.compile))
       throw InputError(source + ": distributed.halo_mode = \"layer\" needs compile.backend = \"native\" (or "
                        "compile.mode = \"none\"): an AOTInductor package is one opaque call with no place for "
                        "the exchanges between its layers");
@@ -82,8 +95,8 @@ const Schema<Config>& schema() {
       int_list_field<C>("denoiser", "features", PNP_MEMBER(C, denoiser.features), 0, 8, 1, 4096, "feature counts per scale; [] = architecture default"),
       int_field<C>("denoiser", "blocks", PNP_MEMBER(C, denoiser.blocks), -1, 64, "blocks per scale (DRUNet nb); -1 = architecture default"),
 
-      choice_field<C>("compile", "mode", PNP_MEMBER(C, compile.mode), {"none", "pre", "post", "fused"}, "where compilation is applied: none, pre (inner denoiser), post (distributed regions), fused (whole step)"),
-      choice_field<C>("compile", "backend", PNP_MEMBER(C, compile.backend), {"native", "inductor"}, "how it is compiled: native (cuDNN fusions, channels-last, CUDA graphs) or inductor (AOTInductor)"),
+      enum_field<C>("compile", "mode", PNP_MEMBER(C, compile.mode), "where compilation is applied: none, pre (inner denoiser), post (distributed regions), fused (whole step)"),
+      enum_field<C>("compile", "backend", PNP_MEMBER(C, compile.backend), "how it is compiled: native (cuDNN fusions, channels-last, CUDA graphs) or inductor (AOTInductor)"),
       bool_field<C>("compile", "cuda_graphs", PNP_MEMBER(C, compile.cuda_graphs), "capture compiled regions as CUDA graphs (GPU only)"),
       bool_field<C>("compile", "autotune", PNP_MEMBER(C, compile.autotune), "autotune cuDNN algorithms at compile time"),
       bool_field<C>("compile", "tf32", PNP_MEMBER(C, compile.tf32), "TF32 tensor-core convolutions and matrix products on CUDA (PyTorch's default for convolutions); false = strict fp32 everywhere (exact comparisons)"),
@@ -94,7 +107,7 @@ const Schema<Config>& schema() {
       choice_field<C>("distributed", "decomposition", PNP_MEMBER(C, distributed.decomposition), {"slabs", "grid"}, "tiles: row slabs or a 2D grid"),
       int_list_field<C>("distributed", "grid", PNP_MEMBER(C, distributed.grid), 2, 2, 0, 65536, "[rows, cols] of the rank grid; 0 = choose"),
       int_field<C>("distributed", "halo", PNP_MEMBER(C, distributed.halo), 0, 65536, "ghost width in pixels; 0 = the denoiser's receptive radius (exact)"),
-      choice_field<C>("distributed", "halo_mode", PNP_MEMBER(C, distributed.halo_mode), {"input", "layer"}, "input: each rank denoises its tile plus a ghost halo of the receptive radius (recomputing its neighbours' borders); layer: the denoiser runs distributed, exchanging each conv's 1-px halo with the neighbours at every layer (no redundant work; native or eager only)"),
+      enum_field<C>("distributed", "halo_mode", PNP_MEMBER(C, distributed.halo_mode), "input: each rank denoises its tile plus a ghost halo of the receptive radius (recomputing its neighbours' borders); layer: the denoiser runs distributed, exchanging each conv's 1-px halo with the neighbours at every layer (no redundant work; native or eager only)"),
       choice_field<C>("distributed", "comm", PNP_MEMBER(C, distributed.comm), {"auto", "nccl", "mpi"}, "communication backend; auto = NCCL for one GPU per rank, else MPI"),
       choice_field<C>("distributed", "device", PNP_MEMBER(C, distributed.device), {"auto", "cpu", "cuda"}, "compute device; auto = CUDA when available"),
       float_field<C>("distributed", "timeout_s", PNP_MEMBER(C, distributed.timeout_s), 0.0, 1e7, "watchdog: end every rank when one sees no progress for this many seconds (a stopped or dead rank, a hung device); keep it above the longest compile; 0 = off"),

@@ -1,4 +1,4 @@
-// The layer-halo transform of the IR (distributed.halo_mode = "layer"): halo nodes before the
+// The layer-halo transform of the IR (distributed.halo_mode = layer): halo nodes before the
 // ops that read across a split axis, and what their exchanges send. See ir.hpp for the
 // contract; docs/layer-halo.md for the design and why it is exact.
 #include <algorithm>

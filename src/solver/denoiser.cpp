@@ -4,8 +4,8 @@
 #include <functional>
 #include <map>
 
+#include "pnp/layer_exchange.hpp"
 #include "pnp/nn/inductor.hpp"
-#include "layer_exchange.hpp"
 #include "pnp/nn/native.hpp"
 #include "pnp/solver.hpp"
 
@@ -88,7 +88,7 @@ class PerShape final : public nn::Executor {
 }  // namespace
 
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm, const Decomposition* decomp) {
-  if (cfg.distributed.halo_mode == "layer" && comm && decomp && comm->size() > 1) {
+  if (comm && decomp && layer_exchanges(cfg.distributed.halo_mode, comm->size())) {
     auto ex = std::make_unique<LayerExchange>(*comm, *decomp);
     const auto axes = ex->axes();
     return make_distributed_denoiser(cfg, device, std::move(ex), axes);
@@ -109,18 +109,16 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
   }
   nn::HaloExchanger* exchanger = d.exchanger.get();
   d.dtype = denoiser_dtype(cfg.denoiser);
-  if (cfg.compile.mode != "none" && cfg.compile.backend != "native" && cfg.compile.backend != "inductor")
-    throw InputError("compile.backend = \"" + cfg.compile.backend +
-                     "\" is not available in this build yet; use compile.backend = \"native\" or \"inductor\"");
   std::string path = resolve_weights(cfg.denoiser.weights);
   nn::Weights w = path.empty() ? nn::init_weights(whole, static_cast<uint64_t>(cfg.denoiser.seed))
                                : nn::load_weights(path, whole);
   const at::ScalarType dtype = d.dtype;
-  if (cfg.compile.mode == "none" || cfg.denoiser.architecture == "identity") {
+  const DenoiserExecutor kind = denoiser_executor(cfg);
+  if (kind == DenoiserExecutor::eager) {
     d.executor = nn::make_eager(d.graph, w, device, dtype, exchanger);
-  } else if (cfg.compile.backend == "inductor") {
-    // pre: compiled at the patch / tile shape; post/fused: at the full local tile shape, and the
-    // solver captures the region (NCCL calls outside the package, inside the graph) around it.
+  } else if (kind == DenoiserExecutor::inductor) {
+    // Mode pre: compiled at the patch / tile shape; post and fused: at the full local tile shape,
+    // and the solver captures the region (NCCL calls outside the package, inside the graph) around it.
     nn::InductorOptions opt;
     opt.cache_dir = cfg.compile.cache_dir;
     opt.mode = cfg.compile.inductor_mode;
@@ -142,8 +140,8 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
     nn::NativeOptions opt;
     opt.autotune = cfg.compile.autotune;
     if (cfg.compile.plan_cache) opt.plan_cache_dir = cfg.compile.cache_dir + "/native";
-    // pre: the denoiser's own graph; post/fused: the solver captures the region around it.
-    opt.cuda_graph = cfg.compile.cuda_graphs && cfg.compile.mode == "pre";
+    // Mode pre: the denoiser's own graph; post and fused: the solver captures the region around it.
+    opt.cuda_graph = executor_captures(cfg.compile);
     opt.exchanger = exchanger;  // layer halo: the executor plans halo steps and runs without its own graph
     opt.warm_up_on_first_call = true;  // iteration 1's call is the warm-up (PerShape builds at first use)
     auto ex = std::make_unique<PerShape<nn::NativeExecutor>>(

@@ -91,6 +91,273 @@ void print_progress(int64_t it, int64_t iters, double iteration_s, double elapse
   std::fflush(stdout);
 }
 
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A record of `iters` iterations, nothing measured yet (NaN metrics and regions, zero times).
+PnpRecord empty_record(const DenoiserConfig& den, int64_t iters) {
+  const size_t n_it = static_cast<size_t>(iters);
+  PnpRecord rec;
+  rec.psnr.assign(n_it, kNaN);
+  rec.ssim.assign(n_it, kNaN);
+  rec.residual.assign(n_it, kNaN);
+  rec.bytes_per_iteration.assign(n_it, 0.0);
+  for (int64_t it = 0; it < iters; ++it) rec.sigma.push_back(sigma_at(den, it, iters));
+  rec.phase.assign(pnp_phases().size(), std::vector<double>(n_it, 0.0));
+  rec.total.assign(n_it, 0.0);
+  rec.wall.assign(n_it, 0.0);
+  rec.region_gradient.assign(n_it, kNaN);
+  rec.region_denoise.assign(n_it, kNaN);
+  return rec;
+}
+
+// This rank's per-iteration series, in checkpoint_series() order.
+std::vector<std::vector<double>*> checkpointed_series(PnpRecord& rec) {
+  std::vector<std::vector<double>*> v;
+  for (auto& ph : rec.phase) v.push_back(&ph);
+  v.insert(v.end(), {&rec.wall, &rec.region_gradient, &rec.region_denoise, &rec.bytes_per_iteration});
+  return v;
+}
+
+// solver.clamp's bounds into rec: the ground truth's range or the configured ones.
+void set_clamp_bounds(const Config& cfg, const Problem& prob, PnpRecord& rec) {
+  if (cfg.solver.clamp == "ground_truth") {
+    if (!prob.has_truth())
+      throw CollectiveError("solver.clamp = \"ground_truth\" needs a ground truth in the input; set solver.clamp = "
+                            "\"fixed\" or \"none\"", /*input_error=*/true);  // every rank: the same input
+    rec.clamp_lo = prob.truth_min, rec.clamp_hi = prob.truth_max;
+  } else {
+    rec.clamp_lo = cfg.solver.clamp_min, rec.clamp_hi = cfg.solver.clamp_max;
+  }
+}
+
+// The checkpoint's iterations [0, c.done) into rec (this rank's columns of its series).
+void restore_record(const Checkpoint& c, int rank, int ranks, const std::vector<std::vector<double>*>& series,
+                    PnpRecord& rec) {
+  for (int64_t it = 0; it < c.done; ++it) {
+    const size_t i = static_cast<size_t>(it);
+    rec.psnr[i] = c.psnr[i], rec.ssim[i] = c.ssim[i], rec.residual[i] = c.residual[i];
+    for (size_t k = 0; k < series.size(); ++k) (*series[k])[i] = c.series[k][i * ranks + rank];
+    rec.total[i] = rec.phase.back()[i];
+  }
+  rec.segments = c.segments;
+}
+
+// Buffers, allocated once: z (extended tile), partial and full sinograms, the gradient.
+void allocate_buffers(LoopState& s, const TilePlan& me, const Problem& prob, at::TensorOptions opts) {
+  const Box& own = me.own;
+  s.z_ext = at::empty({me.ext.rows(), me.ext.cols()}, opts);
+  s.z_own = s.z_ext.narrow(0, own.r0 - me.ext.r0, own.rows()).narrow(1, own.c0 - me.ext.c0, own.cols());
+  s.p = at::empty({prob.geom.n_angles(), prob.geom.n_det}, opts);
+  s.g = at::empty({own.rows(), own.cols()}, opts);
+}
+
+// The timer's slots: the phases (without "total"), then the two regions.
+std::vector<std::string> timer_slots() {
+  std::vector<std::string> slots(pnp_phases().begin(), pnp_phases().end() - 1);
+  slots.insert(slots.end(), {"region_gradient", "region_denoise"});
+  return slots;
+}
+
+// Rank 0's lines before the loop: the memory plan, and where a resumed run starts.
+void announce(const Config& cfg, const PnpRecord& rec, bool resumed, int64_t start, int64_t iters) {
+  if (cfg.denoiser.memory_limit_gb > 0 || rec.memory.patch > 0) {
+    std::printf("memory rank 0: %s\n", rec.memory.describe().c_str());
+    std::fflush(stdout);
+  }
+  if (resumed) {
+    std::printf("resuming after iteration %lld of %lld from %s\n", (long long)start, (long long)iters,
+                cfg.output.checkpoint_path().c_str());
+    std::fflush(stdout);
+  }
+}
+
+DenoiseSettings denoise_settings(const Config& cfg, const PnpRecord& rec, int64_t start) {
+  DenoiseSettings ds;
+  ds.sigma = rec.sigma[static_cast<size_t>(start)];
+  ds.patch = rec.memory.patch;
+  ds.overlap = rec.memory.overlap;
+  ds.alpha = cfg.solver.relaxation;
+  ds.clamp = cfg.solver.clamp != "none";
+  ds.lo = rec.clamp_lo, ds.hi = rec.clamp_hi;
+  return ds;
+}
+
+// The iterations [start, iters) of one run over its set-up state, and their record.
+class PnpLoop {
+ public:
+  struct Parts {
+    const Config& cfg;
+    const Decomposition& d;
+    Communicator& comm;
+    const Problem& prob;
+    Denoiser& den;
+    at::Device device;
+    const Checkpoint* resume;
+    PnpRecord& rec;
+    const std::vector<std::vector<double>*>& series;
+    LoopState& s;
+    QualityMonitor& quality;
+    PhaseTimer& timer;
+    DenoiseRegion& denoise;
+    StepRunner& runner;
+  };
+  PnpLoop(const Parts& p, Clock::time_point t_start, double setup_seconds)
+      : p_(p), cfg_(p.cfg), rec_(p.rec), rank_(p.comm.rank()), ranks_(p.comm.size()),
+        iters_(p.cfg.solver.iterations), start_(p.resume ? p.resume->done : 0), recorded_(start_),
+        progress_(p.cfg.output.progress && rank_ == 0), t_start_(t_start), setup_seconds_(setup_seconds),
+        segment_start_(iso8601_utc_now()) {}
+
+  // Runs the iterations until the last or a stop (with its checkpoint), then completes rec.
+  void run() {
+    for (int64_t it = start_; it < iters_; ++it)
+      if (!iterate(it)) break;
+    finish();
+  }
+
+ private:
+  const Parts& p_;
+  const Config& cfg_;
+  PnpRecord& rec_;
+  const int rank_, ranks_;
+  const int64_t iters_, start_;
+  int64_t recorded_;  // rec holds the timer's iterations [start, recorded)
+  const bool progress_;
+  const Clock::time_point t_start_;
+  const double setup_seconds_;
+  const std::string segment_start_;
+
+  // Iteration `it`: the step, its metrics, progress and checkpoint; false when the loop ends.
+  bool iterate(int64_t it) {
+    const auto t_it = Clock::now();
+    const int64_t bytes_it = p_.comm.bytes_sent();
+    Watchdog::beat("an iteration");
+    p_.denoise.set_sigma(rec_.sigma[static_cast<size_t>(it)]);
+    p_.timer.begin_iteration(it);
+    const int64_t k = it - start_;  // iterations of this run: the first one is the warm-up
+    const bool replay = p_.runner.replays(k) && p_.runner.captured();
+    p_.runner.run(k);
+    p_.timer.end_iteration();
+    rec_.bytes_per_iteration[static_cast<size_t>(it)] =
+        static_cast<double>(replay ? p_.runner.capture_bytes() : p_.comm.bytes_sent() - bytes_it);
+
+    const int64_t every = cfg_.solver.metrics_every;
+    const bool metrics = every > 0 && ((it + 1) % every == 0 || it + 1 == iters_);
+    if (metrics) measure(it);
+    if (k == 0 && p_.runner.capturing() && iters_ - start_ > 1) p_.runner.capture();  // compile, part 2
+    if (k == 0) {
+      // The first iteration includes setup, the step-size estimate and compile: measured to its end.
+      if (p_.device.is_cuda()) c10::impl::getDeviceGuardImpl(p_.device.type())->synchronizeDevice(p_.device.index());
+      rec_.first_iteration = setup_seconds_ + since(t_start_);
+    }
+    if (progress_)
+      print_progress(it, iters_, since(t_it), since(t_start_), p_.device.is_cuda(), metrics, p_.prob.has_truth(), rec_);
+    const int64_t done = it + 1;
+    return done != iters_ && !stop_after(done);
+  }
+
+  void measure(int64_t it) {
+    const size_t i = static_cast<size_t>(it);
+    Watchdog::beat("metrics");
+    if (!p_.quality.measure(p_.s.x, p_.s.p, rec_.residual[i], rec_.psnr[i], rec_.ssim[i]))
+      throw CollectiveError("the iteration diverged: the residual or the image is not finite after iteration " +
+                                std::to_string(it + 1) + " (lower solver.step_scale, or clamp with solver.clamp)",
+                            /*input_error=*/true);  // every rank: measure() reduces over the ranks
+  }
+
+  // Checkpoint/restart: a signal on any rank or output.stop_after stops every rank at this
+  // boundary, with a checkpoint (true); output.checkpoint_every writes one and goes on.
+  bool stop_after(int64_t done) {
+    // 1 for output.stop_after, 1 + the signal for a signal on any rank (so that rank 0 names it).
+    int want = StopRequest::requested() ? 1 + std::max(StopRequest::signal(), 1) : cfg_.output.stop_after == done ? 1 : 0;
+    if (ranks_ > 1) want = static_cast<int>(p_.comm.max(static_cast<double>(want)));
+    const bool periodic = cfg_.output.checkpoint_every > 0 && done % cfg_.output.checkpoint_every == 0;
+    if (want || periodic) checkpoint(done);
+    if (!want) return false;
+    rec_.stopped = true;
+    rec_.done = done;
+    rec_.stop_signal = want > 1 ? want - 1 : 0;
+    if (progress_)
+      std::printf("stopped after iteration %lld (%s), checkpoint %s; continue with --resume\n", (long long)done,
+                  rec_.stop_signal ? ("signal " + std::to_string(rec_.stop_signal)).c_str() : "output.stop_after",
+                  cfg_.output.checkpoint_path().c_str());
+    return true;
+  }
+
+  // The record of iterations [start, upto) from the timer (resolved through upto - 1).
+  void record_through(int64_t upto) {
+    p_.timer.resolve_through(upto - 1);
+    for (int64_t it = recorded_; it < upto; ++it) {
+      const size_t i = static_cast<size_t>(it);
+      const bool replayed = p_.runner.replays(it - start_) && p_.runner.captured();
+      for (int ph = 0; ph < kPhaseCount; ++ph)
+        rec_.phase[static_cast<size_t>(ph)][i] = replayed ? kNaN : p_.timer.seconds(it, ph);
+      if (!replayed || p_.runner.regions_timed_when_replayed()) {
+        rec_.region_gradient[i] = p_.timer.seconds(it, kGradientRegionSlot);
+        rec_.region_denoise[i] = p_.timer.seconds(it, kDenoiseRegionSlot);
+      }
+      rec_.phase.back()[i] = rec_.total[i] = p_.timer.total(it);
+      rec_.wall[i] = p_.timer.wall(it);
+    }
+    recorded_ = std::max(recorded_, upto);
+  }
+
+  std::string this_segment(int64_t done) const {
+    const Provenance p = basic_provenance("pnp_recon");
+    return "iterations " + std::to_string(start_ + 1) + "-" + std::to_string(done) + " on " + std::to_string(ranks_) +
+           " rank(s), " + p.host + ", " + segment_start_ + ", commit " + p.git_commit;
+  }
+
+  double compile_seconds() const {
+    return (p_.resume ? p_.resume->compile : 0.0) + p_.den.compile_seconds() + p_.runner.capture_seconds();
+  }
+
+  // The checkpoint after `done` iterations (every rank takes part; rank 0 writes it).
+  void checkpoint(int64_t done) {
+    Watchdog::beat("writing a checkpoint");
+    record_through(done);
+    Checkpoint c;
+    c.done = done;
+    c.step = rec_.step;
+    c.first_iteration = p_.resume ? p_.resume->first_iteration : rec_.first_iteration;
+    c.compile = compile_seconds();
+    c.image = p_.comm.gather_tiles(p_.s.x, p_.d);
+    auto head = [&](const std::vector<double>& v) { return std::vector<double>(v.begin(), v.begin() + done); };
+    c.psnr = head(rec_.psnr), c.ssim = head(rec_.ssim), c.residual = head(rec_.residual), c.sigma = head(rec_.sigma);
+    for (auto* v : p_.series) c.series.push_back(gather_columns(p_.comm, head(*v)));
+    c.segments = rec_.segments;
+    c.segments.push_back(this_segment(done));
+    // Agreed: a failed write (a full disk) ends every rank with rank 0's one line, no abort.
+    collectively(p_.comm.mpi_comm(), [&] {
+      if (rank_ == 0) write_checkpoint(cfg_.output.checkpoint_path(), c, checkpoint_identity(cfg_, ranks_), ranks_);
+    });
+  }
+
+  // After the loop: the remaining record, the image and the run's totals.
+  void finish() {
+    Watchdog::beat("the end of the loop");
+    p_.timer.finish();
+    record_through(rec_.stopped ? rec_.done : iters_);
+    if (!rec_.stopped) {
+      rec_.done = iters_;
+      rec_.segments.push_back(this_segment(iters_));
+      // An image that is not finite must not be written as a result (no metrics would say so
+      // when solver.metrics_every = 0).
+      const double bad = at::isfinite(p_.s.x).all().item<bool>() ? 0.0 : 1.0;
+      if ((ranks_ > 1 ? p_.comm.max(bad) : bad) > 0)  // agreed: every rank throws, none aborts
+        throw CollectiveError("the iteration diverged: the final image holds non-finite values (lower "
+                              "solver.step_scale, or clamp with solver.clamp)", /*input_error=*/true);
+    }
+    if (p_.resume) rec_.first_iteration = p_.resume->first_iteration;
+    rec_.x_own = p_.s.x;
+    rec_.compile_seconds = compile_seconds();
+    rec_.graphs_captured = p_.runner.captured();
+    rec_.peak_bytes = p_.timer.peak_bytes();
+    for (int ph = 0; ph < kPhaseCount; ++ph) rec_.phase_peak_bytes.push_back(p_.timer.phase_peak_bytes(ph));
+    rec_.phase_peak_bytes.push_back(rec_.peak_bytes);
+    for (double b : rec_.bytes_per_iteration) rec_.bytes_sent += static_cast<int64_t>(b);
+  }
+};
+
 }  // namespace
 
 PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob, Denoiser& den,
@@ -100,209 +367,40 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   const TilePlan& me = d.tile(rank);
   const Box& own = me.own;
   const int64_t iters = cfg.solver.iterations, start = resume ? resume->done : 0;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
-  const size_t n_it = static_cast<size_t>(iters);
-  PnpRecord rec;
-  rec.psnr.assign(n_it, nan);
-  rec.ssim.assign(n_it, nan);
-  rec.residual.assign(n_it, nan);
-  rec.bytes_per_iteration.assign(n_it, 0.0);
-  for (int64_t it = 0; it < iters; ++it) rec.sigma.push_back(sigma_at(cfg.denoiser, it, iters));
-  rec.phase.assign(pnp_phases().size(), std::vector<double>(n_it, 0.0));
-  rec.total.assign(n_it, 0.0);
-  rec.wall.assign(n_it, 0.0);
-  rec.region_gradient.assign(n_it, nan);
-  rec.region_denoise.assign(n_it, nan);
-  // This rank's per-iteration series, in checkpoint_series() order.
-  const auto series = [&] {
-    std::vector<std::vector<double>*> v;
-    for (auto& ph : rec.phase) v.push_back(&ph);
-    v.insert(v.end(), {&rec.wall, &rec.region_gradient, &rec.region_denoise, &rec.bytes_per_iteration});
-    return v;
-  }();
+  PnpRecord rec = empty_record(cfg.denoiser, iters);
+  const auto series = checkpointed_series(rec);
 
   Watchdog::beat("the step size (power method)");
   const auto t_step = Clock::now();
   rec.step = resume ? resume->step : step_size(cfg, prob, own, comm, device, rec);
   rec.setup.emplace_back("step_size", since(t_step));
-  const bool clamp = cfg.solver.clamp != "none";
-  if (cfg.solver.clamp == "ground_truth") {
-    if (!prob.has_truth())
-      throw CollectiveError("solver.clamp = \"ground_truth\" needs a ground truth in the input; set solver.clamp = "
-                       "\"fixed\" or \"none\"", /*input_error=*/true);  // every rank: the same input
-    rec.clamp_lo = prob.truth_min, rec.clamp_hi = prob.truth_max;
-  } else {
-    rec.clamp_lo = cfg.solver.clamp_min, rec.clamp_hi = cfg.solver.clamp_max;
-  }
+  set_clamp_bounds(cfg, prob, rec);
 
-  // Buffers, allocated once: x (owned), z (extended tile), partial and full sinograms.
   LoopState s;
   const auto t_init = Clock::now();  // the initial image: from the checkpoint or solver.init
   if (resume) {
     s.x = resume->image.narrow(0, own.r0, own.rows()).narrow(1, own.c0, own.cols()).contiguous().to(device);
-    for (int64_t it = 0; it < start; ++it) {
-      const size_t i = static_cast<size_t>(it);
-      rec.psnr[i] = resume->psnr[i], rec.ssim[i] = resume->ssim[i], rec.residual[i] = resume->residual[i];
-      for (size_t k = 0; k < series.size(); ++k) (*series[k])[i] = resume->series[k][i * ranks + rank];
-      rec.total[i] = rec.phase.back()[i];
-    }
-    rec.segments = resume->segments;
+    restore_record(*resume, rank, ranks, series, rec);
   } else {
     s.x = initial_image(cfg, prob, own, rec.step, opts);
   }
   CallTimer(device).sync();  // the image is made on the device: its time, not its launch
   rec.setup.emplace_back("initial_image", since(t_init));
-  s.z_ext = at::empty({me.ext.rows(), me.ext.cols()}, opts);
-  s.z_own = s.z_ext.narrow(0, own.r0 - me.ext.r0, own.rows()).narrow(1, own.c0 - me.ext.c0, own.cols());
-  s.p = at::empty({prob.geom.n_angles(), prob.geom.n_det}, opts);
-  s.g = at::empty({own.rows(), own.cols()}, opts);
+  allocate_buffers(s, me, prob, opts);
   QualityMonitor quality(prob, d, comm, opts);
 
-  std::vector<std::string> timer_slots(pnp_phases().begin(), pnp_phases().end() - 1);
-  timer_slots.insert(timer_slots.end(), {"region_gradient", "region_denoise"});
-  PhaseTimer timer(device, timer_slots, iters);
-  const bool progress = cfg.output.progress && rank == 0;
+  PhaseTimer timer(device, timer_slots(), iters);
   // Patch size: as configured, or chosen within denoiser.memory_limit_gb.
   rec.memory = plan_memory(cfg, den.graph, me.ext, prob.geom.n_angles(), prob.geom.n_det);
-  if (progress && (cfg.denoiser.memory_limit_gb > 0 || rec.memory.patch > 0)) {
-    std::printf("memory rank 0: %s\n", rec.memory.describe().c_str());
-    std::fflush(stdout);
-  }
-  if (progress && resume) {
-    std::printf("resuming after iteration %lld of %lld from %s\n", (long long)start, (long long)iters,
-                cfg.output.checkpoint_path().c_str());
-    std::fflush(stdout);
-  }
+  if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
 
   HaloPlan halo(comm, d, opts);
-  DenoiseSettings ds;
-  ds.sigma = rec.sigma[static_cast<size_t>(start)];
-  ds.patch = rec.memory.patch;
-  ds.overlap = rec.memory.overlap;
-  ds.alpha = cfg.solver.relaxation;
-  ds.clamp = clamp;
-  ds.lo = rec.clamp_lo, ds.hi = rec.clamp_hi;
   GradientRegion gradient(prob, own, comm, s, rec.step);
-  DenoiseRegion denoise(me, halo, den, s, ds);
+  DenoiseRegion denoise(me, halo, den, s, denoise_settings(cfg, rec, start));
   StepRunner runner(cfg.compile.mode, cfg.compile.cuda_graphs, device, comm, gradient, denoise, timer);
-
-  // The record of iterations [start, upto) from the timer (resolved through upto - 1).
-  int64_t recorded = start;
-  auto record_through = [&](int64_t upto) {
-    timer.resolve_through(upto - 1);
-    for (int64_t it = recorded; it < upto; ++it) {
-      const size_t i = static_cast<size_t>(it);
-      const bool replayed = runner.replays(it - start) && runner.captured();
-      for (int ph = 0; ph < kPhaseCount; ++ph) rec.phase[static_cast<size_t>(ph)][i] = replayed ? nan : timer.seconds(it, ph);
-      if (!replayed || runner.regions_timed_when_replayed()) {
-        rec.region_gradient[i] = timer.seconds(it, kGradientRegionSlot);
-        rec.region_denoise[i] = timer.seconds(it, kDenoiseRegionSlot);
-      }
-      rec.phase.back()[i] = rec.total[i] = timer.total(it);
-      rec.wall[i] = timer.wall(it);
-    }
-    recorded = std::max(recorded, upto);
-  };
-  const std::string segment_start = iso8601_utc_now();
-  auto this_segment = [&](int64_t done) {
-    const Provenance p = basic_provenance("pnp_recon");
-    return "iterations " + std::to_string(start + 1) + "-" + std::to_string(done) + " on " + std::to_string(ranks) +
-           " rank(s), " + p.host + ", " + segment_start + ", commit " + p.git_commit;
-  };
-  // The checkpoint after `done` iterations (every rank takes part; rank 0 writes it).
-  auto checkpoint = [&](int64_t done) {
-    Watchdog::beat("writing a checkpoint");
-    record_through(done);
-    Checkpoint c;
-    c.done = done;
-    c.step = rec.step;
-    c.first_iteration = resume ? resume->first_iteration : rec.first_iteration;
-    c.compile = (resume ? resume->compile : 0.0) + den.compile_seconds() + runner.capture_seconds();
-    c.image = comm.gather_tiles(s.x, d);
-    auto head = [&](const std::vector<double>& v) { return std::vector<double>(v.begin(), v.begin() + done); };
-    c.psnr = head(rec.psnr), c.ssim = head(rec.ssim), c.residual = head(rec.residual), c.sigma = head(rec.sigma);
-    for (auto* v : series) c.series.push_back(gather_columns(comm, head(*v)));
-    c.segments = rec.segments;
-    c.segments.push_back(this_segment(done));
-    // Agreed: a failed write (a full disk) ends every rank with rank 0's one line, no abort.
-    collectively(comm.mpi_comm(), [&] {
-      if (rank == 0) write_checkpoint(cfg.output.checkpoint_path(), c, checkpoint_identity(cfg, ranks), ranks);
-    });
-  };
-
-  for (int64_t it = start; it < iters; ++it) {
-    const auto t_it = Clock::now();
-    const int64_t bytes_it = comm.bytes_sent();
-    Watchdog::beat("an iteration");
-    denoise.set_sigma(rec.sigma[static_cast<size_t>(it)]);
-    timer.begin_iteration(it);
-    const int64_t k = it - start;  // iterations of this run: the first one is the warm-up
-    const bool replay = runner.replays(k) && runner.captured();
-    runner.run(k);
-    timer.end_iteration();
-    rec.bytes_per_iteration[static_cast<size_t>(it)] =
-        static_cast<double>(replay ? runner.capture_bytes() : comm.bytes_sent() - bytes_it);
-
-    const int64_t every = cfg.solver.metrics_every;
-    const bool metrics = every > 0 && ((it + 1) % every == 0 || it + 1 == iters);
-    if (metrics) {
-      const size_t i = static_cast<size_t>(it);
-      Watchdog::beat("metrics");
-      if (!quality.measure(s.x, s.p, rec.residual[i], rec.psnr[i], rec.ssim[i]))
-        throw CollectiveError("the iteration diverged: the residual or the image is not finite after iteration " +
-                                  std::to_string(it + 1) + " (lower solver.step_scale, or clamp with solver.clamp)",
-                              /*input_error=*/true);  // every rank: measure() reduces over the ranks
-    }
-    if (k == 0 && runner.capturing() && iters - start > 1) runner.capture();  // compile, part 2
-    if (k == 0) {
-      // The first iteration includes setup, the step-size estimate and compile: measured to its end.
-      if (device.is_cuda()) c10::impl::getDeviceGuardImpl(device.type())->synchronizeDevice(device.index());
-      rec.first_iteration = setup_seconds + since(t_start);
-    }
-    if (progress) print_progress(it, iters, since(t_it), since(t_start), device.is_cuda(), metrics, prob.has_truth(), rec);
-
-    // Checkpoint/restart: a signal on any rank or output.stop_after stops every rank at this
-    // boundary, with a checkpoint; output.checkpoint_every writes one and goes on.
-    const int64_t done = it + 1;
-    if (done == iters) break;
-    // 1 for output.stop_after, 1 + the signal for a signal on any rank (so that rank 0 names it).
-    int want = StopRequest::requested() ? 1 + std::max(StopRequest::signal(), 1) : cfg.output.stop_after == done ? 1 : 0;
-    if (ranks > 1) want = static_cast<int>(comm.max(static_cast<double>(want)));
-    const bool periodic = cfg.output.checkpoint_every > 0 && done % cfg.output.checkpoint_every == 0;
-    if (want || periodic) checkpoint(done);
-    if (want) {
-      rec.stopped = true;
-      rec.done = done;
-      rec.stop_signal = want > 1 ? want - 1 : 0;
-      if (progress)
-        std::printf("stopped after iteration %lld (%s), checkpoint %s; continue with --resume\n", (long long)done,
-                    rec.stop_signal ? ("signal " + std::to_string(rec.stop_signal)).c_str() : "output.stop_after",
-                    cfg.output.checkpoint_path().c_str());
-      break;
-    }
-  }
-  Watchdog::beat("the end of the loop");
-  timer.finish();
-  record_through(rec.stopped ? rec.done : iters);
-  if (!rec.stopped) {
-    rec.done = iters;
-    rec.segments.push_back(this_segment(iters));
-    // An image that is not finite must not be written as a result (no metrics would say so
-    // when solver.metrics_every = 0).
-    const double bad = at::isfinite(s.x).all().item<bool>() ? 0.0 : 1.0;
-    if ((ranks > 1 ? comm.max(bad) : bad) > 0)  // agreed: every rank throws, none aborts
-      throw CollectiveError("the iteration diverged: the final image holds non-finite values (lower solver.step_scale, "
-                            "or clamp with solver.clamp)", /*input_error=*/true);
-  }
-  if (resume) rec.first_iteration = resume->first_iteration;
-  rec.x_own = s.x;
-  rec.compile_seconds = (resume ? resume->compile : 0.0) + den.compile_seconds() + runner.capture_seconds();
-  rec.graphs_captured = runner.captured();
-  rec.peak_bytes = timer.peak_bytes();
-  for (int ph = 0; ph < kPhaseCount; ++ph) rec.phase_peak_bytes.push_back(timer.phase_peak_bytes(ph));
-  rec.phase_peak_bytes.push_back(rec.peak_bytes);
-  for (double b : rec.bytes_per_iteration) rec.bytes_sent += static_cast<int64_t>(b);
+  const PnpLoop::Parts parts{cfg, d, comm, prob, den, device, resume, rec, series, s, quality, timer, denoise, runner};
+  PnpLoop(parts, t_start, setup_seconds).run();
   return rec;
 }
 

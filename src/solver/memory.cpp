@@ -26,7 +26,8 @@ std::string MemoryPlan::describe() const {
 MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, int64_t angles, int64_t detectors) {
   const auto& dc = cfg.denoiser;
   const int64_t eb = at::elementSize(denoiser_dtype(dc));
-  const bool eager = cfg.compile.mode == "none" || cfg.compile.backend == "inductor" || g.architecture == "identity";
+  // Inductor's buffer plan is its own: estimated as eager's.
+  const bool eager = denoiser_executor(cfg) != DenoiserExecutor::native;
   const auto style = eager ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
   const int64_t align = g.alignment();
   const double pixels = static_cast<double>(ext.size());
@@ -92,10 +93,10 @@ std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg) {
           cfg.problem.detector ? cfg.problem.detector : static_cast<int64_t>(std::ceil(std::sqrt(2.0) * double(n)))};
 }
 
-std::vector<MemoryPlan> memory_plans(const Config& cfg, const Decomposition& d, const nn::Graph& g) {
+std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g) {
   const auto [k, det] = sinogram_dims(cfg);
   std::vector<MemoryPlan> plans;
-  for (const auto& t : d.tiles) plans.push_back(plan_memory(cfg, g, t.ext, k, det));
+  for (const auto& t : plan.decomp.tiles) plans.push_back(plan_memory(cfg, g, t.ext, k, det));
   return plans;
 }
 

@@ -114,14 +114,11 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
     }
     const Config& c = p.cfg;
     p.graph = denoiser_graph(c.denoiser);
-    // halo_mode = "layer": no input halo, tile boundaries on the network's sampling grid.
-    const bool layer = c.distributed.halo_mode == "layer";
-    const int64_t halo = layer ? 0 : c.distributed.halo > 0 ? c.distributed.halo : nn::receptive_radius(p.graph);
-    p.decomp = plan_decomposition(c.problem.size, size, c.distributed.decomposition, c.distributed.grid, halo,
-                                  p.graph.alignment(), layer);
-    nn::infer_output_shape(p.graph, {1, c.denoiser.channels, p.decomp.tile(rank).ext.rows(), p.decomp.tile(rank).ext.cols()});
-    p.work = denoiser_work(c, p.decomp, p.graph);
-    p.memory = memory_plans(c, p.decomp, p.graph);  // InputError on every rank when a memory limit cannot be met
+    p.exec = plan_execution(c, size, p.graph, p.device);
+    const Box& ext = p.exec.decomp.tile(rank).ext;
+    nn::infer_output_shape(p.graph, {1, c.denoiser.channels, ext.rows(), ext.cols()});
+    p.work = denoiser_work(c, p.exec.decomp, p.graph);
+    p.memory = memory_plans(c, p.exec, p.graph);  // InputError on every rank when a memory limit cannot be met
     // A problem the machine cannot hold is refused now, with the estimate --dry-run prints.
     const MemoryPlan& m = p.memory[static_cast<size_t>(rank)];
     const double avail = p.device.is_cuda() ? static_cast<double>(device_total_bytes(p.device))
@@ -150,7 +147,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   r.setup_.emplace_back("plan", seconds(marks.configuration, mark));
   r.cfg_ = std::move(plan.cfg);
   r.device_ = plan.device;
-  r.decomp_ = std::move(plan.decomp);
+  r.decomp_ = std::move(plan.exec.decomp);
   int rank = 0;
   MPI_Comm_rank(world, &rank);
   Watchdog::beat("set-up: the communicator");

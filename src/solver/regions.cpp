@@ -54,12 +54,13 @@ void DenoiseRegion::run(PhaseTimer* timer) {
   });
 }
 
-StepRunner::StepRunner(const std::string& mode, bool cuda_graphs, at::Device device, Communicator& comm,
+StepRunner::StepRunner(CompileMode mode, bool cuda_graphs, at::Device device, Communicator& comm,
                        GradientRegion& grad, DenoiseRegion& den, PhaseTimer& timer)
     : mode_(mode), device_(device), comm_(comm), grad_(grad), den_(den), timer_(timer) {
-  capture_ = device.is_cuda() && cuda_graphs && (mode == "post" || mode == "fused");
+  capture_ = solver_captures(mode, cuda_graphs, device);
   if (capture_ && comm.size() > 1 && comm.backend() != "nccl")
-    throw InputError("compile.mode = \"" + mode + "\" captures the communication in a CUDA graph, which needs "
+    throw InputError("compile.mode = \"" + to_string(mode) +
+                     "\" captures the communication in a CUDA graph, which needs "
                      "distributed.comm = \"nccl\" (one GPU per rank); set compile.cuda_graphs = false to run it uncaptured");
 }
 
@@ -86,7 +87,7 @@ void StepRunner::run(int64_t it) {
 void StepRunner::capture() {
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t before = comm_.bytes_sent();
-  if (mode_ == "post") {
+  if (mode_ == CompileMode::post) {
     gradient_ = capture_region([&] { grad_.run(nullptr); }, device_);
     denoise_ = capture_region([&] { den_.run(nullptr); }, device_);
   } else {

@@ -2,11 +2,11 @@
 // header: run_pnp (loop.cpp) builds them.
 //   GradientRegion  forward_projection, allreduce, backprojection, step    (z = x - gamma A^T(Ax - y))
 //   DenoiseRegion   halo_exchange, denoise, clamp                           (x = clamp(D(z (+) halo)))
-//   StepRunner      the capture policy: none/pre run both regions op by op every iteration;
-//                   post captures each region as its own CUDA graph, fused the whole step as
-//                   one, after iteration 1 (the warm-up: autotuning, handle creation), and
-//                   replays them from iteration 2 on. On CPUs, or with compile.cuda_graphs =
-//                   false, post and fused run as pre does.
+//   StepRunner      the capture policy (solver_captures): modes none and pre run both regions
+//                   op by op every iteration; mode post captures each region as its own CUDA
+//                   graph, mode fused the whole step as one, after iteration 1 (the warm-up:
+//                   autotuning, handle creation), and replays them from iteration 2 on. On
+//                   CPUs, or with compile.cuda_graphs = false, post and fused run as pre does.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -76,8 +76,9 @@ class DenoiseRegion {
 
 class StepRunner {
  public:
-  // Throws InputError for post/fused capture over a communicator that cannot be captured.
-  StepRunner(const std::string& mode, bool cuda_graphs, at::Device device, Communicator& comm, GradientRegion& grad,
+  // Throws InputError for a capture (modes post and fused) over a communicator that cannot be
+  // captured.
+  StepRunner(CompileMode mode, bool cuda_graphs, at::Device device, Communicator& comm, GradientRegion& grad,
              DenoiseRegion& den, PhaseTimer& timer);
   bool capturing() const { return capture_; }
   // Runs iteration `it`: both regions with every phase timed, or the captured graph(s).
@@ -89,11 +90,11 @@ class StepRunner {
   bool captured() const { return step_ || gradient_; }
   double capture_seconds() const { return capture_seconds_; }
   int64_t capture_bytes() const { return capture_bytes_; }
-  // Whether the regions' own times exist in a replayed iteration (post: yes; fused: no).
-  bool regions_timed_when_replayed() const { return mode_ == "post"; }
+  // Whether the regions' own times exist in a replayed iteration (mode post: yes; fused: no).
+  bool regions_timed_when_replayed() const { return mode_ == CompileMode::post; }
 
  private:
-  std::string mode_;
+  CompileMode mode_;
   bool capture_ = false;
   at::Device device_;
   Communicator& comm_;

@@ -5,15 +5,6 @@
 
 namespace pnp {
 
-std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank) {
-  const auto peers = d.peers(rank);
-  std::vector<nn::AxisNeighbours> axes(2);
-  axes[0].split = d.grid_rows > 1;
-  axes[1].split = d.grid_cols > 1;
-  for (size_t a = 0; a < 2; ++a) axes[a].lo = peers[a].lo >= 0, axes[a].hi = peers[a].hi >= 0;
-  return axes;
-}
-
 std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& d, const nn::Graph& whole) {
   const int ranks = static_cast<int>(d.tiles.size());
   const int64_t c = cfg.denoiser.channels;
@@ -24,7 +15,7 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
     const TilePlan& t = d.tile(r);
     DenoiserWork w;
     w.ideal = total / ranks;
-    if (cfg.distributed.halo_mode == "layer" && ranks > 1) {
+    if (layer_exchanges(cfg.distributed.halo_mode, ranks)) {
       const nn::Graph g = nn::with_layer_halos(whole, layer_neighbours(d, r));
       const std::vector<int64_t> shape{1, c, t.own.rows(), t.own.cols()};
       w.flops = roofline::count(g, shape).flops;

@@ -72,14 +72,7 @@ std::vector<float> raster_ellipses(const std::vector<Ellipse>& ellipses, int64_t
       col_range(e.x0 - ext, e.x0 + ext, n, w, j0, j1);
       for (int64_t i = std::max(i0, r_lo); i < std::min(i1, r_hi); ++i)
         for (int64_t j = j0; j < j1; ++j) {
-          int inside = 0;
-          for (int si = 0; si < s; ++si)
-            for (int sj = 0; sj < s; ++sj) {
-              double x = -1.0 + h * (static_cast<double>(j) + (sj + 0.5) / s) - e.x0;
-              double y = 1.0 - h * (static_cast<double>(i) + (si + 0.5) / s) - e.y0;
-              double xr = x * c + y * sn, yr = -x * sn + y * c;
-              if ((xr * xr) / (e.a * e.a) + (yr * yr) / (e.b * e.b) <= 1.0) ++inside;
-            }
+          const int inside = ellipse_samples_inside(e, i, j, h, s, c, sn);
           if (inside)
             img[static_cast<size_t>((i - w.r0) * w.cols + (j - w.c0))] +=
                 static_cast<float>(e.value * inside / double(s * s));

@@ -100,18 +100,19 @@ class AutocastScope {
   bool on_, was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kFloat;
 };
-
-}  // namespace
-
-TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
-  const auto t_start = Clock::now();
-  const auto& T = cfg.train;
+// The device train.device asks for (auto: CUDA when there is one), after train.threads.
+at::Device training_device(const TrainSettings& T) {
   if (T.threads > 0) at::set_num_threads(static_cast<int>(T.threads));
   const bool cuda_ok = torch::cuda::is_available();
   if (T.device == "cuda" && !cuda_ok) throw InputError("train.device = \"cuda\" but no CUDA device is available");
   const at::Device device = (T.device == "cuda" || (T.device == "auto" && cuda_ok)) ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
   if (device.is_cuda()) at::globalContext().setBenchmarkCuDNN(true);  // fixed shapes: autotune once
+  return device;
+}
 
+// Whether this run resumes output.checkpoint; a fresh run first checks that it may write its
+// outputs.
+bool resumes(const TrainConfig& cfg) {
   const fs::path ckpt = cfg.output.checkpoint;
   const bool resuming = cfg.output.resume && fs::exists(ckpt);
   if (!resuming) {
@@ -121,77 +122,96 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
     io::check_output_path(cfg.output.weights, cfg.output.force);
     io::check_output_path(cfg.output.log, cfg.output.force);
   }
-  const fs::path sidecar = cfg.output.sidecar.empty() ? fs::path(cfg.output.weights).replace_extension(".json")
-                                                      : fs::path(cfg.output.sidecar);
+  return resuming;
+}
 
-  nn::Graph g = nn::build(model_spec(cfg.model));
-  // On CUDA the activations are channels-last (NHWC), the layout of cuDNN's tensor-core kernels.
-  TrainableModel model(g, nn::init_weights(g, T.seed), device, /*channels_last=*/device.is_cuda());
-  const bool bf16 = T.precision == "bf16";
-  auto params = model.parameters();
-  torch::optim::Adam opt(params, torch::optim::AdamOptions(T.lr).betas({T.beta1, T.beta2}).weight_decay(T.weight_decay));
-  State s;
-  s.planned = T.steps;
-  if (resuming) load_checkpoint(ckpt, cfg, model, opt, s);
+// The model's outputs for `noisy` at `sigma` ([B]; both on the model's device), without
+// gradients, four images at a time, on the CPU.
+at::Tensor denoise_in_chunks(TrainableModel& model, const at::Tensor& noisy, const at::Tensor& sigma) {
+  at::NoGradGuard ng;
+  std::vector<at::Tensor> outs;
+  const int64_t chunk = 4;
+  for (int64_t i = 0; i < noisy.size(0); i += chunk) {
+    const int64_t len = std::min(chunk, noisy.size(0) - i);
+    outs.push_back(model.forward(noisy.narrow(0, i, len), sigma.narrow(0, i, len), false).to(at::kCPU));
+  }
+  return at::cat(outs, 0);
+}
 
-  BatchSource source(cfg);
-  const ValidationSet vs = make_validation_set(cfg.validation, cfg.model.channels);
-  const at::Tensor val_noisy = vs.noisy.to(device), val_sigma = at::full({vs.noisy.size(0)}, vs.sigma, at::kFloat).to(device);
-  const std::string data = source.describe();
-  TrainResult r;
-  r.device = device.is_cuda() ? "cuda" : "cpu";
-  r.parameter_count = g.parameter_count();
-  r.noisy_psnr = vs.noisy_psnr;
-  if (cfg.output.progress) {
-    out << "pnp_train: " << g.architecture << " (" << r.parameter_count << " parameters) on " << r.device << " in "
-        << (bf16 ? "bf16 autocast" : device.is_cuda() ? "fp32 (TF32 convolutions)" : "fp32") << ", "
-        << (resuming ? "resuming at step " + std::to_string(s.step) + " of " : std::string("")) << s.planned << " steps\n"
-        << "  data: " << data << "\n"
-        << "  validation: " << cfg.validation.images << " random-ellipse phantoms " << cfg.validation.size << "^2, sigma "
-        << vs.sigma << ", noisy PSNR " << fmt("%.2f", vs.noisy_psnr) << " dB\n";
-    out.flush();
+// The run's first lines: model, device, precision, schedule, data and validation set.
+void print_header(std::ostream& out, const TrainConfig& cfg, const nn::Graph& g, const TrainResult& r, bool bf16,
+                  bool cuda, bool resuming, const State& s, const std::string& data, const ValidationSet& vs) {
+  out << "pnp_train: " << g.architecture << " (" << r.parameter_count << " parameters) on " << r.device << " in "
+      << (bf16 ? "bf16 autocast" : cuda ? "fp32 (TF32 convolutions)" : "fp32") << ", "
+      << (resuming ? "resuming at step " + std::to_string(s.step) + " of " : std::string("")) << s.planned << " steps\n"
+      << "  data: " << data << "\n"
+      << "  validation: " << cfg.validation.images << " random-ellipse phantoms " << cfg.validation.size << "^2, sigma "
+      << vs.sigma << ", noisy PSNR " << fmt("%.2f", vs.noisy_psnr) << " dB\n";
+  out.flush();
+}
+
+// The training loop over a set-up run: the steps from s.step to s.planned (or train.stop_after),
+// the time-budget cut, validation, progress and checkpoints.
+struct TrainLoop {
+  const TrainConfig& cfg;
+  std::ostream& out;
+  Clock::time_point t_start;
+  at::Device device;
+  bool resuming, bf16;
+  TrainableModel& model;
+  std::vector<at::Tensor>& params;
+  torch::optim::Adam& opt;
+  State& s;
+  const BatchSource& source;
+  const ValidationSet& vs;
+  const at::Tensor& val_noisy;
+  const at::Tensor& val_sigma;
+  const std::string& data;
+  const std::string& device_name;
+
+  std::vector<at::Tensor> pending{};  // per-step losses still on the device
+  Clock::time_point t_loop = Clock::now();
+  int64_t step0 = s.step;
+  double last_val = s.val_psnr.empty() ? NAN : s.val_psnr.back();
+  Clock::time_point t_rate = t_loop;
+  bool stopped = false;
+
+  double elapsed_total() const { return s.seconds_before + since(t_loop); }
+
+  // Runs the steps; the losses are on the host after it.
+  void run() {
+    while (s.step < s.planned)
+      if (!step()) break;
+    flush();
   }
 
-  auto validate = [&]() {
-    at::NoGradGuard ng;
-    std::vector<at::Tensor> outs;
-    const int64_t chunk = 4;
-    for (int64_t i = 0; i < val_noisy.size(0); i += chunk) {
-      const int64_t len = std::min(chunk, val_noisy.size(0) - i);
-      outs.push_back(model.forward(val_noisy.narrow(0, i, len), val_sigma.narrow(0, i, len), false).to(at::kCPU));
-    }
-    return mean_psnr(at::cat(outs, 0), vs.clean);
-  };
-
-  std::vector<at::Tensor> pending;  // per-step losses still on the device
-  auto flush = [&]() {
-    if (pending.empty()) return;
-    at::Tensor l = at::stack(pending).to(at::kCPU, at::kDouble).contiguous();
-    const int64_t first = static_cast<int64_t>(s.loss.size());
-    pending.clear();
-    for (int64_t i = 0; i < l.size(0); ++i) {
-      double v = l[i].item<double>();
-      if (!std::isfinite(v)) throw Error("training diverged: loss is " + std::to_string(v) + " at step " + std::to_string(first + i + 1) +
-                                         " (lower train.lr or set train.grad_clip)");
-      s.loss.push_back(v);
-    }
-  };
-
-  const auto t_loop = Clock::now();
-  const int64_t step0 = s.step;
-  double last_val = s.val_psnr.empty() ? NAN : s.val_psnr.back();
-  auto elapsed_total = [&]() { return s.seconds_before + since(t_loop); };
-  auto checkpoint = [&]() {
-    flush();
-    State c = s;
-    c.seconds_before = elapsed_total();
-    save_checkpoint(ckpt, cfg, model, opt, c);
-    write_log(cfg.output.log, cfg, c, vs, data, r.device, false);
-  };
-  bool stopped = false;
-  auto t_rate = t_loop;
-  while (s.step < s.planned) {
+  // One step with what follows it; false when train.stop_after stops the run here.
+  bool step() {
     const int64_t t = s.step;
+    const double lr = learning_rate(cfg.train, t, s.planned);
+    train_step(t, lr);
+    cut_to_budget();
+    const bool last = s.step == s.planned;
+    const bool do_val = last || (cfg.validation.every > 0 && s.step % cfg.validation.every == 0);
+    if (do_val) {
+      last_val = mean_psnr(denoise_in_chunks(model, val_noisy, val_sigma), vs.clean);
+      s.val_step.push_back(s.step);
+      s.val_psnr.push_back(last_val);
+    }
+    const bool do_progress = cfg.output.progress && (last || s.step % cfg.output.progress_every == 0);
+    if (last || s.step % cfg.output.progress_every == 0) flush();
+    if (do_progress) print_step(lr);
+    const bool stop = cfg.train.stop_after > 0 && s.step == cfg.train.stop_after && !last;
+    if (stop || (cfg.output.checkpoint_every > 0 && s.step % cfg.output.checkpoint_every == 0) || last) checkpoint();
+    if (!stop) return true;
+    stopped = true;
+    if (cfg.output.progress) out << "stopped after step " << s.step << " (train.stop_after); continue with output.resume = true\n";
+    return false;
+  }
+
+  // Step t at learning rate lr: batch, forward, loss, backward, clipping, Adam.
+  void train_step(int64_t t, double lr) {
+    const auto& T = cfg.train;
     Batch b = source.batch(t);
     at::Tensor clean = b.clean, noisy = b.noisy, sigma = b.sigma;
     if (device.is_cuda()) {
@@ -199,7 +219,6 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
       noisy = noisy.pin_memory().to(device, true);
       sigma = sigma.pin_memory().to(device, true);
     }
-    const double lr = learning_rate(T, t, s.planned);
     for (auto& group : opt.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
     opt.zero_grad();
     at::Tensor loss;
@@ -220,11 +239,14 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
     pending.push_back(loss.detach());
     s.lr.push_back(lr);
     s.step = t + 1;
+  }
 
-    // A time budget cuts the schedule once, at the end of the warm-up (the learning rate so far
-    // does not depend on the schedule's length, so the cut run equals one planned that long).
-    // The rate is measured over the warm-up's second half: its first steps include cuDNN's
-    // autotuning and allocator warm-up, and would cut the schedule too short.
+  // A time budget cuts the schedule once, at the end of the warm-up (the learning rate so far
+  // does not depend on the schedule's length, so the cut run equals one planned that long).
+  // The rate is measured over the warm-up's second half: its first steps include cuDNN's
+  // autotuning and allocator warm-up, and would cut the schedule too short.
+  void cut_to_budget() {
+    const auto& T = cfg.train;
     const int64_t plan_at = std::max<int64_t>(T.warmup, 20);
     if (T.time_budget > 0 && !resuming && s.step == plan_at / 2) {
       flush();  // synchronises
@@ -242,93 +264,94 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
         s.planned = fit;
       }
     }
-    const bool last = s.step == s.planned;
-    const bool do_val = last || (cfg.validation.every > 0 && s.step % cfg.validation.every == 0);
-    if (do_val) {
-      last_val = validate();
-      s.val_step.push_back(s.step);
-      s.val_psnr.push_back(last_val);
-    }
-    const bool do_progress = cfg.output.progress && (last || s.step % cfg.output.progress_every == 0);
-    if (last || s.step % cfg.output.progress_every == 0) flush();
-    if (do_progress) {
-      const double el = since(t_loop), rate = static_cast<double>(s.step - step0) / std::max(el, 1e-9);
-      out << "step " << s.step << "/" << s.planned << "  loss " << fmt("%.3e", s.loss.back()) << "  lr " << fmt("%.2e", lr);
-      if (!std::isnan(last_val))
-        out << "  val PSNR " << fmt("%.2f", last_val) << " dB (" << fmt("%+.2f", last_val - vs.noisy_psnr) << ")";
-      out << "  " << fmt("%.1f", rate) << " step/s  ETA " << human_seconds(static_cast<double>(s.planned - s.step) / rate)
-          << "\n";
-      out.flush();
-    }
-    const bool stop = T.stop_after > 0 && s.step == T.stop_after && !last;
-    if (stop || (cfg.output.checkpoint_every > 0 && s.step % cfg.output.checkpoint_every == 0) || last) checkpoint();
-    if (stop) {
-      stopped = true;
-      if (cfg.output.progress)
-        out << "stopped after step " << s.step << " (train.stop_after); continue with output.resume = true\n";
-      break;
-    }
   }
-  flush();
-  r.seconds = since(t_loop);
-  r.total_seconds = elapsed_total();
-  s.seconds_before = r.total_seconds;
-  r.steps_done = s.step;
-  r.steps_planned = s.planned;
-  r.finished = !stopped && s.step == s.planned;
-  r.loss = s.loss;
-  r.lr = s.lr;
-  r.val_step = s.val_step;
-  r.val_psnr = s.val_psnr;
-  if (!r.finished) return r;
 
-  // Final outputs: weights (+ training attributes), log, sidecar. The recorded validation is
-  // that of the weights as stored: a lossy encoding is decoded and evaluated again.
-  const std::string commit = commit_of_build();
-  const double trained_psnr = s.val_psnr.empty() ? NAN : s.val_psnr.back();
-  const nn::WeightEncoding encoding = nn::parse_weight_encoding(cfg.output.encoding);
-  nn::save_weights(cfg.output.weights, g, model.weights(), encoding);
-  double final_psnr = trained_psnr;
-  double second_psnr = NAN, second_noisy = NAN;
-  {
-    TrainableModel stored(g, nn::load_weights(cfg.output.weights, g), device, device.is_cuda());
-    auto eval = [&](const at::Tensor& noisy, const at::Tensor& clean, double sigma) {
-      at::NoGradGuard ng;
-      const at::Tensor nz = noisy.to(device), sg = at::full({noisy.size(0)}, sigma, at::kFloat).to(device);
-      std::vector<at::Tensor> outs;
-      for (int64_t i = 0; i < nz.size(0); i += 4) {
-        const int64_t len = std::min<int64_t>(4, nz.size(0) - i);
-        outs.push_back(stored.forward(nz.narrow(0, i, len), sg.narrow(0, i, len), false).to(at::kCPU));
-      }
-      return mean_psnr(at::cat(outs, 0), clean);
-    };
-    if (encoding != nn::WeightEncoding::float32) final_psnr = eval(vs.noisy, vs.clean, vs.sigma);
-    if (cfg.validation.sigma_second > 0) {
-      ValidationConfig v2 = cfg.validation;
-      v2.sigma = cfg.validation.sigma_second;
-      const ValidationSet vs2 = make_validation_set(v2, cfg.model.channels);
-      second_psnr = eval(vs2.noisy, vs2.clean, vs2.sigma);
-      second_noisy = vs2.noisy_psnr;
+  void print_step(double lr) {
+    const double el = since(t_loop), rate = static_cast<double>(s.step - step0) / std::max(el, 1e-9);
+    out << "step " << s.step << "/" << s.planned << "  loss " << fmt("%.3e", s.loss.back()) << "  lr " << fmt("%.2e", lr);
+    if (!std::isnan(last_val))
+      out << "  val PSNR " << fmt("%.2f", last_val) << " dB (" << fmt("%+.2f", last_val - vs.noisy_psnr) << ")";
+    out << "  " << fmt("%.1f", rate) << " step/s  ETA " << human_seconds(static_cast<double>(s.planned - s.step) / rate)
+        << "\n";
+    out.flush();
+  }
+
+  // The pending losses to the host (checked finite) into s.loss.
+  void flush() {
+    if (pending.empty()) return;
+    at::Tensor l = at::stack(pending).to(at::kCPU, at::kDouble).contiguous();
+    const int64_t first = static_cast<int64_t>(s.loss.size());
+    pending.clear();
+    for (int64_t i = 0; i < l.size(0); ++i) {
+      double v = l[i].item<double>();
+      if (!std::isfinite(v)) throw Error("training diverged: loss is " + std::to_string(v) + " at step " + std::to_string(first + i + 1) +
+                                         " (lower train.lr or set train.grad_clip)");
+      s.loss.push_back(v);
     }
   }
-  {
-    auto f = io::H5File::open(cfg.output.weights, /*writable=*/true);
-    io::write_attr(f, "/", "trained_by", std::string("pnp_train"));
-    io::write_attr(f, "/", "training_config", cfg.to_toml());
-    io::write_attr(f, "/", "training_steps", s.step);
-    io::write_attr(f, "/", "training_data", data);
-    io::write_attr(f, "/", "validation_psnr", final_psnr);
-    io::write_attr(f, "/", "validation_noisy_psnr", vs.noisy_psnr);
-    io::write_attr(f, "/", "validation_sigma", vs.sigma);
-    io::write_attr(f, "/", "validation_psnr_before_encoding", trained_psnr);
-    if (cfg.validation.sigma_second > 0) {
-      io::write_attr(f, "/", "validation_second_sigma", cfg.validation.sigma_second);
-      io::write_attr(f, "/", "validation_second_psnr", second_psnr);
-      io::write_attr(f, "/", "validation_second_noisy_psnr", second_noisy);
-    }
-    io::write_attr(f, "/", "git_commit", commit);
+
+  void checkpoint() {
+    flush();
+    State c = s;
+    c.seconds_before = elapsed_total();
+    save_checkpoint(cfg.output.checkpoint, cfg, model, opt, c);
+    write_log(cfg.output.log, cfg, c, vs, data, device_name, false);
   }
-  write_log(cfg.output.log, cfg, s, vs, data, r.device, true);
+};
+
+// The validation PSNRs of the final weights.
+struct FinalValidation {
+  double trained = NAN;  // of the trained weights, before encoding
+  double stored = NAN;   // of the weights as stored (decoded again when the encoding is lossy)
+  double second = NAN, second_noisy = NAN;  // at validation.sigma_second, when set
+};
+
+// The stored weights evaluated again: on the validation set when the encoding is lossy, and at
+// validation.sigma_second.
+FinalValidation validate_stored(const TrainConfig& cfg, const nn::Graph& g, at::Device device, const ValidationSet& vs,
+                                double trained_psnr, nn::WeightEncoding encoding) {
+  FinalValidation v;
+  v.trained = v.stored = trained_psnr;
+  TrainableModel stored(g, nn::load_weights(cfg.output.weights, g), device, device.is_cuda());
+  auto eval = [&](const at::Tensor& noisy, const at::Tensor& clean, double sigma) {
+    const at::Tensor nz = noisy.to(device), sg = at::full({noisy.size(0)}, sigma, at::kFloat).to(device);
+    return mean_psnr(denoise_in_chunks(stored, nz, sg), clean);
+  };
+  if (encoding != nn::WeightEncoding::float32) v.stored = eval(vs.noisy, vs.clean, vs.sigma);
+  if (cfg.validation.sigma_second > 0) {
+    ValidationConfig v2 = cfg.validation;
+    v2.sigma = cfg.validation.sigma_second;
+    const ValidationSet vs2 = make_validation_set(v2, cfg.model.channels);
+    v.second = eval(vs2.noisy, vs2.clean, vs2.sigma);
+    v.second_noisy = vs2.noisy_psnr;
+  }
+  return v;
+}
+
+// The training attributes of the weights file.
+void write_training_attrs(const TrainConfig& cfg, const State& s, const std::string& data, const ValidationSet& vs,
+                          const FinalValidation& v, const std::string& commit) {
+  auto f = io::H5File::open(cfg.output.weights, /*writable=*/true);
+  io::write_attr(f, "/", "trained_by", std::string("pnp_train"));
+  io::write_attr(f, "/", "training_config", cfg.to_toml());
+  io::write_attr(f, "/", "training_steps", s.step);
+  io::write_attr(f, "/", "training_data", data);
+  io::write_attr(f, "/", "validation_psnr", v.stored);
+  io::write_attr(f, "/", "validation_noisy_psnr", vs.noisy_psnr);
+  io::write_attr(f, "/", "validation_sigma", vs.sigma);
+  io::write_attr(f, "/", "validation_psnr_before_encoding", v.trained);
+  if (cfg.validation.sigma_second > 0) {
+    io::write_attr(f, "/", "validation_second_sigma", cfg.validation.sigma_second);
+    io::write_attr(f, "/", "validation_second_psnr", v.second);
+    io::write_attr(f, "/", "validation_second_noisy_psnr", v.second_noisy);
+  }
+  io::write_attr(f, "/", "git_commit", commit);
+}
+
+// The JSON sidecar of the weights.
+std::string sidecar_json(const TrainConfig& cfg, const nn::Graph& g, const State& s, const TrainResult& r,
+                         const std::string& data, const ValidationSet& vs, const FinalValidation& v,
+                         const std::string& commit) {
   std::ostringstream js;
   js << "{\n"
      << "  \"model\": " << json_escape(fs::path(cfg.output.weights).stem().string()) << ",\n"
@@ -342,7 +365,7 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
      << "  \"parameter_count\": " << r.parameter_count << ",\n"
      << "  \"ir_hash\": " << json_escape(g.hash()) << ",\n"
      << "  \"steps\": " << s.step << ",\n"
-     << "  \"steps_requested\": " << T.steps << ",\n"
+     << "  \"steps_requested\": " << cfg.train.steps << ",\n"
      << "  \"batch\": " << cfg.data.batch << ",\n"
      << "  \"patch\": " << cfg.data.patch << ",\n"
      << "  \"data\": " << json_escape(data) << ",\n"
@@ -351,12 +374,12 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
      << "  \"validation\": {\"phantoms\": \"random_ellipse_image\", \"images\": " << cfg.validation.images
      << ", \"size\": " << cfg.validation.size << ", \"ellipses\": " << cfg.validation.ellipses << ", \"seed\": "
      << cfg.validation.seed << ", \"sigma\": " << jnum(vs.sigma) << ", \"noisy_psnr_db\": " << jnum(vs.noisy_psnr)
-     << ", \"psnr_db\": " << jnum(final_psnr) << ", \"gain_db\": " << jnum(final_psnr - vs.noisy_psnr)
-     << ", \"psnr_db_before_encoding\": " << jnum(trained_psnr) << ", \"second_sigma\": " << jnum(cfg.validation.sigma_second)
-     << ", \"second_noisy_psnr_db\": " << jnum(second_noisy) << ", \"second_psnr_db\": " << jnum(second_psnr)
-     << ", \"second_gain_db\": " << jnum(second_psnr - second_noisy) << "},\n"
+     << ", \"psnr_db\": " << jnum(v.stored) << ", \"gain_db\": " << jnum(v.stored - vs.noisy_psnr)
+     << ", \"psnr_db_before_encoding\": " << jnum(v.trained) << ", \"second_sigma\": " << jnum(cfg.validation.sigma_second)
+     << ", \"second_noisy_psnr_db\": " << jnum(v.second_noisy) << ", \"second_psnr_db\": " << jnum(v.second)
+     << ", \"second_gain_db\": " << jnum(v.second - v.second_noisy) << "},\n"
      << "  \"encoding\": " << json_escape(cfg.output.encoding) << ",\n"
-     << "  \"precision\": " << json_escape(T.precision) << ",\n"
+     << "  \"precision\": " << json_escape(cfg.train.precision) << ",\n"
      << "  \"train_seconds\": " << jnum(r.total_seconds) << ",\n"
      << "  \"device\": " << json_escape(r.device) << ",\n"
      << "  \"torch_version\": " << json_escape(TORCH_VERSION) << ",\n"
@@ -364,28 +387,93 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
      << "  \"date_utc\": " << json_escape(iso8601_utc_now()) << ",\n"
      << "  \"config\": " << json_escape(cfg.to_toml()) << "\n"
      << "}\n";
-  {
-    fs::path tmp = sidecar;
-    tmp += ".tmp";
-    std::ofstream o(tmp);
-    o << js.str();
-    o.close();
-    if (!o) throw Error("cannot write the sidecar " + sidecar.string());
-    fs::rename(tmp, sidecar);
-  }
-  if (cfg.output.progress) {
-    out << "done: " << s.step << " steps in " << human_seconds(r.total_seconds) << ", validation PSNR "
-        << fmt("%.2f", final_psnr) << " dB (noisy " << fmt("%.2f", vs.noisy_psnr) << " dB, gain "
-        << fmt("%+.2f", final_psnr - vs.noisy_psnr) << " dB";
-    if (encoding != nn::WeightEncoding::float32)
-      out << ", stored as " << cfg.output.encoding << "; " << fmt("%.2f", trained_psnr) << " dB before encoding";
-    out << ")\n";
-    if (cfg.validation.sigma_second > 0)
-      out << "  at sigma " << cfg.validation.sigma_second << ": validation PSNR " << fmt("%.2f", second_psnr) << " dB (noisy "
-          << fmt("%.2f", second_noisy) << " dB, gain " << fmt("%+.2f", second_psnr - second_noisy) << " dB)\n";
-    out
-        << "wrote " << cfg.output.weights << ", " << sidecar.string() << ", " << cfg.output.log << "\n";
-  }
+  return js.str();
+}
+
+// The sidecar `text` into `path` through a temporary file renamed over it.
+void write_sidecar(const fs::path& path, const std::string& text) {
+  fs::path tmp = path;
+  tmp += ".tmp";
+  std::ofstream o(tmp);
+  o << text;
+  o.close();
+  if (!o) throw Error("cannot write the sidecar " + path.string());
+  fs::rename(tmp, path);
+}
+
+void print_done(std::ostream& out, const TrainConfig& cfg, const State& s, const TrainResult& r, const ValidationSet& vs,
+                const FinalValidation& v, nn::WeightEncoding encoding, const fs::path& sidecar) {
+  out << "done: " << s.step << " steps in " << human_seconds(r.total_seconds) << ", validation PSNR "
+      << fmt("%.2f", v.stored) << " dB (noisy " << fmt("%.2f", vs.noisy_psnr) << " dB, gain "
+      << fmt("%+.2f", v.stored - vs.noisy_psnr) << " dB";
+  if (encoding != nn::WeightEncoding::float32)
+    out << ", stored as " << cfg.output.encoding << "; " << fmt("%.2f", v.trained) << " dB before encoding";
+  out << ")\n";
+  if (cfg.validation.sigma_second > 0)
+    out << "  at sigma " << cfg.validation.sigma_second << ": validation PSNR " << fmt("%.2f", v.second) << " dB (noisy "
+        << fmt("%.2f", v.second_noisy) << " dB, gain " << fmt("%+.2f", v.second - v.second_noisy) << " dB)\n";
+  out << "wrote " << cfg.output.weights << ", " << sidecar.string() << ", " << cfg.output.log << "\n";
+}
+
+// Final outputs: weights (+ training attributes), log, sidecar. The recorded validation is
+// that of the weights as stored: a lossy encoding is decoded and evaluated again.
+void write_outputs(const TrainConfig& cfg, std::ostream& out, const nn::Graph& g, const TrainableModel& model,
+                   at::Device device, const State& s, const TrainResult& r, const std::string& data,
+                   const ValidationSet& vs) {
+  const fs::path sidecar = cfg.output.sidecar.empty() ? fs::path(cfg.output.weights).replace_extension(".json")
+                                                      : fs::path(cfg.output.sidecar);
+  const std::string commit = commit_of_build();
+  const double trained_psnr = s.val_psnr.empty() ? NAN : s.val_psnr.back();
+  const nn::WeightEncoding encoding = nn::parse_weight_encoding(cfg.output.encoding);
+  nn::save_weights(cfg.output.weights, g, model.weights(), encoding);
+  const FinalValidation v = validate_stored(cfg, g, device, vs, trained_psnr, encoding);
+  write_training_attrs(cfg, s, data, vs, v, commit);
+  write_log(cfg.output.log, cfg, s, vs, data, r.device, true);
+  write_sidecar(sidecar, sidecar_json(cfg, g, s, r, data, vs, v, commit));
+  if (cfg.output.progress) print_done(out, cfg, s, r, vs, v, encoding, sidecar);
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
+  const auto t_start = Clock::now();
+  const auto& T = cfg.train;
+  const at::Device device = training_device(T);
+  const bool resuming = resumes(cfg);
+
+  nn::Graph g = nn::build(model_spec(cfg.model));
+  // On CUDA the activations are channels-last (NHWC), the layout of cuDNN's tensor-core kernels.
+  TrainableModel model(g, nn::init_weights(g, T.seed), device, /*channels_last=*/device.is_cuda());
+  const bool bf16 = T.precision == "bf16";
+  auto params = model.parameters();
+  torch::optim::Adam opt(params, torch::optim::AdamOptions(T.lr).betas({T.beta1, T.beta2}).weight_decay(T.weight_decay));
+  State s;
+  s.planned = T.steps;
+  if (resuming) load_checkpoint(cfg.output.checkpoint, cfg, model, opt, s);
+
+  BatchSource source(cfg);
+  const ValidationSet vs = make_validation_set(cfg.validation, cfg.model.channels);
+  const at::Tensor val_noisy = vs.noisy.to(device), val_sigma = at::full({vs.noisy.size(0)}, vs.sigma, at::kFloat).to(device);
+  const std::string data = source.describe();
+  TrainResult r;
+  r.device = device.is_cuda() ? "cuda" : "cpu";
+  r.parameter_count = g.parameter_count();
+  r.noisy_psnr = vs.noisy_psnr;
+  if (cfg.output.progress) print_header(out, cfg, g, r, bf16, device.is_cuda(), resuming, s, data, vs);
+
+  TrainLoop loop{cfg, out, t_start, device, resuming, bf16, model, params, opt, s, source, vs, val_noisy, val_sigma, data, r.device};
+  loop.run();
+  r.seconds = since(loop.t_loop);
+  r.total_seconds = loop.elapsed_total();
+  s.seconds_before = r.total_seconds;
+  r.steps_done = s.step;
+  r.steps_planned = s.planned;
+  r.finished = !loop.stopped && s.step == s.planned;
+  r.loss = s.loss;
+  r.lr = s.lr;
+  r.val_step = s.val_step;
+  r.val_psnr = s.val_psnr;
+  if (r.finished) write_outputs(cfg, out, g, model, device, s, r, data, vs);
   return r;
 }
 

@@ -38,7 +38,7 @@ TEST_CASE("defaults and typed values") {
   CHECK(c.problem.angles == 100);
   CHECK(c.solver.step == 2.0);  // integer accepted for a float key
   CHECK(c.distributed.grid == std::vector<int64_t>{2, 3});
-  CHECK(c.compile.mode == "pre");
+  CHECK(c.compile.mode == pnp::CompileMode::pre);
   CHECK_FALSE(c.compile.cuda_graphs);
   CHECK(c.denoiser.architecture == "drunet");  // untouched default
   CHECK(c.solver.step_scale == doctest::Approx(0.99));
@@ -94,7 +94,7 @@ TEST_CASE("TOML syntax errors carry the line") {
 TEST_CASE("--set overrides with the same validation") {
   Config c;
   pnp::apply_override(c, "compile.mode=fused");  // bare word
-  CHECK(c.compile.mode == "fused");
+  CHECK(c.compile.mode == pnp::CompileMode::fused);
   pnp::apply_override(c, "problem.size = 1024");
   CHECK(c.problem.size == 1024);
   pnp::apply_override(c, "distributed.grid=[2,2]");
@@ -150,4 +150,31 @@ TEST_CASE("reference lists every section and key") {
     CHECK(ref.find(s) != std::string::npos);
   CHECK(ref.find("halo = 0") != std::string::npos);
   CHECK(pnp::closest_match("drunnet", {"drunet", "dncnn", "unet"}) == "drunet");
+}
+
+TEST_CASE("modes and backends are enums, read and printed by their names") {
+  using pnp::CompileBackend;
+  using pnp::CompileMode;
+  using pnp::HaloMode;
+  CHECK(pnp::to_string(CompileMode::none) == "none");
+  CHECK(pnp::to_string(CompileMode::fused) == "fused");
+  CHECK(pnp::to_string(CompileBackend::inductor) == "inductor");
+  CHECK(pnp::to_string(HaloMode::layer) == "layer");
+  CHECK(pnp::parse_enum<CompileMode>("post") == CompileMode::post);
+  CHECK(pnp::parse_enum<HaloMode>("input") == HaloMode::input);
+  CHECK_FALSE(pnp::parse_enum<CompileBackend>("eager").has_value());
+  const Config c = parse_config("[compile]\nmode = \"post\"\nbackend = \"inductor\"\n", "t.toml", ".");
+  CHECK(c.compile.mode == CompileMode::post);
+  CHECK(c.compile.backend == CompileBackend::inductor);
+  CHECK(c.to_toml().find("[compile]\nmode = 'post'\nbackend = 'inductor'\n") != std::string::npos);
+  const Config l = parse_config("[distributed]\nhalo_mode = \"layer\"\n", "t.toml", ".");
+  CHECK(l.distributed.halo_mode == HaloMode::layer);
+  CHECK(l.to_toml().find("halo_mode = 'layer'\n") != std::string::npos);
+  CHECK(parse_config(l.to_toml(), "printed", ".").distributed.halo_mode == HaloMode::layer);
+  CHECK(pnp::config_reference().find("  halo_mode = 'input'\n") != std::string::npos);
+  CHECK(error_of("[distributed]\nhalo_mode = \"layers\"\n") ==
+        "t.toml:2: distributed.halo_mode: \"layers\" is not one of: input, layer (did you mean \"layer\"?)");
+  // The cross-key rule, on the enums: the layer halo has no place inside an inductor package.
+  CHECK(error_of("[compile]\nmode = \"pre\"\nbackend = \"inductor\"\n[distributed]\nhalo_mode = \"layer\"\n")
+            .find("distributed.halo_mode = \"layer\" needs compile.backend = \"native\"") != std::string::npos);
 }

@@ -43,11 +43,21 @@
 #include "pnp/nn/patch.hpp"
 #include "pnp/nn/weights.hpp"
 #include "pnp/training.hpp"
+#include "pnp/usage.hpp"
 
 namespace fs = std::filesystem;
 using namespace pnp;
 
 namespace {
+
+constexpr char kUsage[] =
+    "usage: pnp_fuzz TARGET [--seconds S] [--executions N] [--seed N] [--crashes DIR] [--replay FILE]\n"
+    "Feeds one reader mutated and generated inputs, each in a forked child (3 GiB address space,\n"
+    "10 s), until S seconds (default 10) or N inputs. TARGET: config, train_config, sweep_config\n"
+    "(TOML parsers), dxchange, weights, checkpoint (HDF5 readers, pnp_h5probe first as the programs\n"
+    "do). An input error (exit 2) is a pass; a crash, hang, other exception or allocation failure is\n"
+    "a failure, saved to DIR (default fuzz_crashes/). --replay FILE runs one saved input.\n"
+    "Exit 0: no failure; 1: failures; 2: bad usage.\n";
 
 using Bytes = std::string;
 
@@ -350,17 +360,7 @@ Outcome execute(const Target& t, const fs::path& file, const Bytes& bytes, doubl
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::fprintf(argc < 2 ? stderr : stdout,
-                 "usage: pnp_fuzz TARGET [--seconds S] [--executions N] [--seed N] [--crashes DIR] [--replay FILE]\n"
-                 "Feeds one reader mutated and generated inputs, each in a forked child (3 GiB address space,\n"
-                 "10 s), until S seconds (default 10) or N inputs. TARGET: config, train_config, sweep_config\n"
-                 "(TOML parsers), dxchange, weights, checkpoint (HDF5 readers, pnp_h5probe first as the programs\n"
-                 "do). An input error (exit 2) is a pass; a crash, hang, other exception or allocation failure is\n"
-                 "a failure, saved to DIR (default fuzz_crashes/). --replay FILE runs one saved input.\n"
-                 "Exit 0: no failure; 1: failures; 2: bad usage.\n");
-    return argc < 2 ? 2 : 0;
-  }
+  if (const int usage = pnp::usage_exit_code(argc, argv, kUsage); usage >= 0) return usage;
   at::set_num_threads(1);  // no thread pool in the parent: the children are forked
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   const std::string name = argv[1];

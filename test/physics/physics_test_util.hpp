@@ -50,4 +50,18 @@ inline at::Tensor slice_box(const at::Tensor& img, const Box& b) {
   return img.slice(0, b.r0, b.r1).slice(1, b.c0, b.c1);
 }
 
+// Power-method options for a norm to ~1e-9: tolerance 1e-11, at most 400 iterations.
+inline PowerOptions tight_power_options(uint64_t seed) {
+  PowerOptions po;
+  po.tol = 1e-11;
+  po.max_iterations = 400;
+  po.seed = seed;
+  return po;
+}
+
+// ||A^T A|| of g on one rank (the whole image, no reduction), in double precision.
+inline double single_rank_norm(const Geometry& g, const PowerOptions& po) {
+  return operator_norm(g, g.full_box(), [](at::Tensor&) {}, po, at::kCPU, at::kDouble);
+}
+
 }  // namespace pnp::physics::test

@@ -50,11 +50,8 @@ TEST_CASE("MPI: slab and grid partial projections sum to the full projection") {
 TEST_CASE("MPI: operator norm is independent of the decomposition") {
   const int R = size_(), r = rank_();
   auto g = Geometry::standard(40, 15);
-  PowerOptions po;
-  po.tol = 1e-11;
-  po.max_iterations = 400;
-  po.seed = 3;
-  const double one = operator_norm(g, g.full_box(), [](at::Tensor&) {}, po, at::kCPU, at::kDouble);
+  PowerOptions po = tight_power_options(3);
+  const double one = single_rank_norm(g, po);
   const Box b = grid_boxes(40, R, 1)[static_cast<size_t>(r)];
   const double dist = operator_norm(g, b, allreduce, po, at::kCPU, at::kDouble);
   CHECK(std::fabs(dist - one) / one < 1e-9);

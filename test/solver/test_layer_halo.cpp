@@ -11,7 +11,7 @@
 
 #include <cmath>
 
-#include "layer_exchange.hpp"  // src/solver
+#include "pnp/layer_exchange.hpp"
 #include "pnp/nn/models.hpp"
 #include "pnp/nn/native.hpp"
 #include "pnp/roofline.hpp"

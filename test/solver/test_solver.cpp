@@ -28,6 +28,17 @@ Config gd_config() {
   c.output.progress = false;
   return c;
 }
+
+// gd_config on the Shepp-Logan phantom from FBP, with a shipped trained denoiser at sigma 0.02.
+Config trained_config(const std::string& architecture, const std::string& weights) {
+  Config c = gd_config();
+  c.problem.phantom = "shepp_logan";
+  c.solver.init = "fbp";
+  c.denoiser.architecture = architecture;
+  c.denoiser.weights = weights;
+  c.denoiser.sigma = 0.02;
+  return c;
+}
 }  // namespace
 
 TEST_CASE("the simulated problem, each rank its share, equals the whole image simulated on every rank") {
@@ -158,13 +169,8 @@ TEST_CASE("clamp to the ground truth's range needs a ground truth") {
 
 TEST_CASE("bf16 denoiser: the solver state stays float32 and the reconstruction follows fp32's") {
   // The shipped DnCNN on the small problem, eager (none) and native (pre), fp32 against bf16.
-  Config base = gd_config();
-  base.problem.phantom = "shepp_logan";
-  base.solver.init = "fbp";
+  Config base = trained_config("dncnn", "dncnn_ct");
   base.solver.relaxation = 0.2;
-  base.denoiser.architecture = "dncnn";
-  base.denoiser.weights = "dncnn_ct";
-  base.denoiser.sigma = 0.02;
   auto d = plan_decomposition(base.problem.size, world_size(), "slabs", {}, 1, 1);
   auto comm = make_communicator("mpi", MPI_COMM_WORLD, at::kCPU, 1, 0);
   Problem prob = setup_problem(base, d, world_rank(), at::kCPU);
@@ -173,7 +179,7 @@ TEST_CASE("bf16 denoiser: the solver state stays float32 and the reconstruction 
     std::map<std::string, PnpRecord> rec;
     for (std::string prec : {"fp32", "bf16"}) {
       Config c = base;
-      c.compile.mode = mode;
+      c.compile.mode = *parse_enum<CompileMode>(mode);
       c.denoiser.precision = prec;
       Denoiser den = make_denoiser(c, at::kCPU);
       CHECK((den.dtype == (prec == "bf16" ? at::kBFloat16 : at::kFloat)));
@@ -198,7 +204,7 @@ TEST_CASE("memory plan: the largest aligned patch within denoiser.memory_limit_g
   Config c = gd_config();
   c.problem.size = 1024;
   c.denoiser.architecture = "drunet";
-  c.compile.mode = "pre";
+  c.compile.mode = CompileMode::pre;
   const nn::Graph g = denoiser_graph(c.denoiser);
   const Box ext{0, 1024, 0, 1024};
   const MemoryPlan whole = plan_memory(c, g, ext, 100, 1449);
@@ -239,17 +245,55 @@ TEST_CASE("memory plan: the largest aligned patch within denoiser.memory_limit_g
   CHECK_THROWS_WITH_AS(plan_memory(c, g, ext, 100, 1449), doctest::Contains("Raise the limit"), InputError);
 }
 
+TEST_CASE("the execution plan: halo width and mode, tiles, executor and capture, decided once") {
+  Config c = gd_config();
+  c.problem.size = 64;
+  c.denoiser.architecture = "drunet";
+  const nn::Graph g = denoiser_graph(c.denoiser);
+  const ExecutionPlan in = plan_execution(c, 4, g);
+  CHECK(in.halo_mode == HaloMode::input);
+  CHECK(in.halo == nn::receptive_radius(g));
+  CHECK(in.decomp.tiles.size() == 4);
+  CHECK(in.decomp.halo == in.halo);
+  CHECK_FALSE(in.layer_exchange);
+  CHECK(in.executor == DenoiserExecutor::eager);
+  c.distributed.halo = 5;
+  CHECK(plan_execution(c, 4, g).halo == 5);
+
+  // The layer halo: no input halo, owned tiles on the network's sampling grid.
+  c.distributed.halo = 0;
+  c.distributed.halo_mode = HaloMode::layer;
+  c.compile.mode = CompileMode::pre;
+  const ExecutionPlan layer = plan_execution(c, 4, g);
+  CHECK(layer.halo == 0);
+  CHECK(layer.layer_exchange);
+  for (const auto& t : layer.decomp.tiles) CHECK(t.own.r0 % g.alignment() == 0);
+  CHECK(layer.executor == DenoiserExecutor::native);
+  CHECK(layer.executor_graph);
+  CHECK_FALSE(plan_execution(c, 1, g).layer_exchange);
+  c.compile.backend = CompileBackend::inductor;
+  CHECK_THROWS_AS(plan_execution(c, 4, g), InputError);
+
+  // Capture: the executor's own graph in mode pre, the solver's regions in post and fused on CUDA.
+  c.distributed.halo_mode = HaloMode::input;
+  c.compile.mode = CompileMode::fused;
+  const ExecutionPlan fused = plan_execution(c, 2, g);
+  CHECK(fused.executor == DenoiserExecutor::inductor);
+  CHECK_FALSE(fused.executor_graph);
+  CHECK_FALSE(fused.region_graphs);  // on the CPU
+  CHECK(plan_execution(c, 2, g, at::Device(at::kCUDA, 0)).region_graphs);
+  c.compile.cuda_graphs = false;
+  CHECK_FALSE(plan_execution(c, 2, g, at::Device(at::kCUDA, 0)).region_graphs);
+  c.denoiser.architecture = "identity";
+  CHECK(denoiser_executor(c) == DenoiserExecutor::eager);
+}
+
 TEST_CASE("CUDA: run_pnp on the GPU equals the CPU run in every compile mode (TF32 off)" * doctest::skip(!at::hasCUDA())) {
   // A small DnCNN PnP problem, strict fp32 on the GPU (cuDNN TF32 off), eager and native in
   // none, pre, post and fused (post and fused capture CUDA graphs) against the CPU eager run.
-  Config base = gd_config();
-  base.problem.phantom = "shepp_logan";
-  base.solver.init = "fbp";
+  Config base = trained_config("dncnn", "dncnn_ct");
   base.solver.clamp = "ground_truth";
   base.solver.iterations = 4;
-  base.denoiser.architecture = "dncnn";
-  base.denoiser.weights = "dncnn_ct";
-  base.denoiser.sigma = 0.02;
   base.compile.autotune = false;
   const bool tf32 = at::globalContext().allowTF32CuDNN();
   at::globalContext().setAllowTF32CuDNN(false);
@@ -264,7 +308,7 @@ TEST_CASE("CUDA: run_pnp on the GPU equals the CPU run in every compile mode (TF
   for (std::string mode : {"none", "pre", "post", "fused"}) {
     CAPTURE(mode);
     Config c = base;
-    c.compile.mode = mode;
+    c.compile.mode = *parse_enum<CompileMode>(mode);
     if (world_size() > 1) c.compile.cuda_graphs = false;  // captured communication needs NCCL (one GPU per rank)
     Denoiser den = make_denoiser(c, gpu);
     const PnpRecord r = run_pnp(c, d, *comm, prob, den, gpu, 0.0);
@@ -282,13 +326,8 @@ TEST_CASE("CUDA: run_pnp on the GPU equals the CPU run in every compile mode (TF
 }
 
 TEST_CASE("annealed sigma (denoiser.sigma_start): geometric schedule, recorded, the same in every compile mode") {
-  Config base = gd_config();
-  base.problem.phantom = "shepp_logan";
-  base.solver.init = "fbp";
+  Config base = trained_config("drunet", "drunet_ct");  // trained: its output depends on sigma
   base.solver.iterations = 5;
-  base.denoiser.architecture = "drunet";
-  base.denoiser.weights = "drunet_ct";  // trained: its output depends on sigma
-  base.denoiser.sigma = 0.02;
   base.denoiser.sigma_start = 0.16;
   // sigma_k = 0.16 * (0.02 / 0.16)^(k / 4): 0.16, 0.0951, 0.0566, 0.0336, 0.02
   CHECK(sigma_at(base.denoiser, 0, 5) == doctest::Approx(0.16));
@@ -303,7 +342,7 @@ TEST_CASE("annealed sigma (denoiser.sigma_start): geometric schedule, recorded, 
   std::map<std::string, PnpRecord> rec;
   for (std::string mode : {"none", "pre", "post", "fused"}) {
     Config c = base;
-    c.compile.mode = mode;
+    c.compile.mode = *parse_enum<CompileMode>(mode);
     Denoiser den = make_denoiser(c, at::kCPU);
     rec[mode] = run_pnp(c, d, *comm, prob, den, at::kCPU, 0.0);
     CHECK(rec[mode].sigma.size() == 5);

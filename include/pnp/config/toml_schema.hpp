@@ -125,6 +125,22 @@ Field<C> choice_field(const char* sec, const char* key, G get, std::vector<std::
                                     });
 }
 
+// An enum E named by enum_names(E{}) (found by argument-dependent lookup: the names in
+// enumerator order): read and checked like a choice_field of those names, printed as its name.
+template <class C, class G>
+Field<C> enum_field(const char* sec, const char* key, G get, const char* help) {
+  using E = std::remove_reference_t<decltype(get(std::declval<C&>()))>;
+  const std::vector<std::string>& names = enum_names(E{});
+  Field<C> f{sec, key, "string", "one of: " + join(names), help, {}, {}};
+  std::string name = f.name();
+  f.set = [=, &names](C& c, const toml::node& n, const Where& w) {
+    const std::string v = to_choice(n, w, name, names);
+    get(c) = static_cast<E>(std::find(names.begin(), names.end(), v) - names.begin());
+  };
+  f.show = [=, &names](const C& c) { return toml_text(names[static_cast<size_t>(get(const_cast<C&>(c)))]); };
+  return f;
+}
+
 // text: any string. file: an existing file (or empty), resolved against the source's base
 // directory. file_or_name: like file when the value looks like a path (has a '/' or an
 // extension), else a bare name resolved later (a shipped model). output: a path resolved

@@ -75,7 +75,7 @@ HaloRegion halo_region(const Attrs& a, const std::vector<int64_t>& tile, int axi
 HaloRegion halo_strip_region(const Attrs& a, const std::vector<int64_t>& tile, int axis, int side);
 
 // The exchange behind a halo node (OpKind::halo, with_layer_halos), implemented over the
-// ranks' communicator outside nn (src/solver/layer_exchange.cpp).
+// ranks' communicator outside nn (src/comm/layer_exchange.cpp).
 //
 // exchange_strips() is the primitive: it takes the tile and returns the neighbours' strips,
 // axis 0 first, then axis 1 including axis 0's halo (corners without diagonal messages), and

@@ -111,7 +111,7 @@ int64_t receptive_radius(const Graph& g);
 
 std::string shape_string(const std::vector<int64_t>& s);  // "[1, 3, 64, 64]"
 
-// ---- The layer halo (distributed.halo_mode = "layer") -------------------------------------
+// ---- The layer halo (distributed.halo_mode = layer) ---------------------------------------
 // One rank's view of a decomposition along one spatial axis: whether a neighbouring tile lies
 // before (lo) or after (hi) this rank's tile. An axis along which the image is not split has
 // neither; `split` says whether any rank has a neighbour along it (the same on every rank).

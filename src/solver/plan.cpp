@@ -1,0 +1,39 @@
+// The execution plan (include/pnp/solver.hpp, plan_execution): what a configuration decides on
+// R ranks (decomposition, halo width and mode, executor and CUDA-graph capture), in one place.
+#include "pnp/solver.hpp"
+
+namespace pnp {
+
+DenoiserExecutor denoiser_executor(const Config& cfg) {
+  if (cfg.compile.mode == CompileMode::none || cfg.denoiser.architecture == "identity") return DenoiserExecutor::eager;
+  return cfg.compile.backend == CompileBackend::inductor ? DenoiserExecutor::inductor : DenoiserExecutor::native;
+}
+
+bool layer_exchanges(HaloMode mode, int ranks) { return mode == HaloMode::layer && ranks > 1; }
+
+bool executor_captures(const CompileConfig& c) { return c.cuda_graphs && c.mode == CompileMode::pre; }
+
+bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device) {
+  return device.is_cuda() && cuda_graphs && (mode == CompileMode::post || mode == CompileMode::fused);
+}
+
+ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& graph, at::Device device) {
+  const DistributedConfig& dc = cfg.distributed;
+  ExecutionPlan p;
+  p.halo_mode = dc.halo_mode;
+  const bool layer = dc.halo_mode == HaloMode::layer;
+  // A configuration file is refused at parse time (config.cpp); this catches the halo mode set
+  // after it, as pnp_bench --scaling does for each row.
+  if (layer && !layer_halo_supported(cfg.compile))
+    throw InputError("the layer halo runs with the native backend or eager, not inductor");
+  p.layer_exchange = layer_exchanges(dc.halo_mode, ranks);
+  // The layer halo has no input halo, and its tile boundaries lie on the network's sampling grid.
+  p.halo = layer ? 0 : dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
+  p.decomp = plan_decomposition(cfg.problem.size, ranks, dc.decomposition, dc.grid, p.halo, graph.alignment(), layer);
+  p.executor = denoiser_executor(cfg);
+  p.executor_graph = p.executor == DenoiserExecutor::native && executor_captures(cfg.compile);
+  p.region_graphs = solver_captures(cfg.compile.mode, cfg.compile.cuda_graphs, device);
+  return p;
+}
+
+}  // namespace pnp
