@@ -8,7 +8,9 @@
 #include <cmath>
 
 #include "pnp/device.hpp"
+#include "pnp/messages.hpp"
 #include "pnp/solver.hpp"
+#include "pnp/validate.hpp"
 
 namespace po = boost::program_options;
 
@@ -43,23 +45,20 @@ int main(int argc, char** argv) {
     if (output.empty()) throw pnp::InputError("--output is required (see --help)");
     // The limits of pnp_recon's problem.size and problem.angles, and what the host can hold,
     // before anything is allocated.
-    if (p.size < 8 || p.size > 65536) throw pnp::InputError("--size must be in [8, 65536], got " + std::to_string(p.size));
-    if (p.angles < 1 || p.angles > 100000)
-      throw pnp::InputError("--angles must be in [1, 100000], got " + std::to_string(p.angles));
-    if (p.detector < 0 || p.detector > 200000)
-      throw pnp::InputError("--detector must be in [0, 200000], got " + std::to_string(p.detector));
+    pnp::validate::require_in_range("--size", static_cast<double>(p.size), 8, 65536);
+    pnp::validate::require_in_range("--angles", static_cast<double>(p.angles), 1, 100000);
+    pnp::validate::require_in_range("--detector", static_cast<double>(p.detector), 0, 200000);
     {
       const double n = static_cast<double>(p.size), k = static_cast<double>(p.angles);
       const double det = p.detector ? static_cast<double>(p.detector) : std::ceil(std::sqrt(2.0) * n);
       const double need = 3 * 4 * n * n + 3 * 4 * k * det;  // phantom, its copies; sinogram and noise
-      if (need > pnp::host_memory_bytes())
-        throw pnp::InputError("a " + std::to_string(p.size) + "^2 phantom with " + std::to_string(p.angles) +
-                              " angles needs about " + pnp::human_bytes(need) + ", more than the " +
-                              pnp::human_bytes(pnp::host_memory_bytes()) + " this process may use");
+      pnp::validate::require_fits_memory("a " + std::to_string(p.size) + "^2 phantom with " + std::to_string(p.angles) +
+                                             " angles needs",
+                                         need);
     }
-    if (!std::isfinite(p.noise_sigma) || p.noise_sigma < 0) throw pnp::InputError("--noise must be finite and >= 0");
+    pnp::validate::require_in_range("--noise", p.noise_sigma, 0, 1e6);
     if (p.phantom != "shepp_logan" && p.phantom != "ellipses")
-      throw pnp::InputError("--phantom must be shepp_logan or ellipses, got " + p.phantom);
+      throw pnp::InputError("--phantom must be shepp_logan or ellipses, got " + pnp::clip_value(p.phantom));
     const at::Device dev = pnp::parse_device(device, "--device");
     pnp::io::check_output_path(output, force);
     pnp::io::AtomicOutput out(output, force);
@@ -75,13 +74,9 @@ int main(int argc, char** argv) {
                 p.phantom.c_str());
     return 0;
   } catch (const po::error& e) {
-    std::fprintf(stderr, "error: %s (see pnp_phantom --help)\n", e.what());
+    std::fprintf(stderr, "error: %s (see pnp_phantom --help)\n", pnp::error_line(e.what()).c_str());
     return 2;
-  } catch (const pnp::InputError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+  } catch (...) {
+    return pnp::report_error();
   }
 }

@@ -107,7 +107,7 @@ int scaling_command(Cli& c) {
   parse_scaling_lists(c);
   const Config cfg = load_config(c.config, c.sets);
   const std::string output = c.output.empty() ? "pnp_scaling.h5" : c.output;
-  io::check_output_path(output, c.force);
+  io::check_output_path(output, c.force, {c.config});
   const auto rows = run_scaling(cfg, c.so, std::cout);
   write_scaling(output, cfg, c.so, rows, c.force);
   std::cout << "pnp_bench: wrote " << rows.size() << " scaling rows to " << output << "\n";
@@ -119,7 +119,7 @@ int ceilings_command(const Cli& c) {
   co.device = !c.device.empty() ? c.device : at::hasCUDA() ? "cuda" : "cpu";
   co.quick = c.quick;
   const std::string output = c.output.empty() ? "pnp_ceilings.h5" : c.output;
-  io::check_output_path(output, c.force);
+  io::check_output_path(output, c.force, {c.config});
   const auto rows = measure_ceilings(co, std::cout);
   write_ceilings(output, rows, co.device, c.force);
   std::cout << "pnp_bench: wrote " << rows.size() << " ceilings to " << output << "\n";
@@ -134,7 +134,7 @@ int sweep_command(const Cli& cli) {
   if (cli.quick) make_quick(c);
   if (!cli.output.empty()) c.output = cli.output;
   if (cli.force) c.force = true;
-  io::check_output_path(c.output, c.force);  // before a long run
+  io::check_output_path(c.output, c.force, {cli.config});  // before a long run (and not the configuration)
   // The file is rewritten (atomically) after every row, so an interrupted sweep keeps its rows.
   bool written = false;
   const auto rows = run_sweep(c, std::cout, [&](const std::vector<Row>& done) {

@@ -8,6 +8,7 @@
 #include "pnp/config.hpp"
 #include "pnp/config/cli.hpp"
 #include "pnp/core.hpp"
+#include "pnp/messages.hpp"
 
 namespace po = boost::program_options;
 
@@ -44,7 +45,9 @@ Cli parse_cli(int argc, char** argv, int rank) {
       "check-compile", po::bool_switch(&cli.check_compile),
       "try compile.backend on a small input of the configured denoiser (for inductor: Python, torch, "
       "the exporter and the cache), compare it with eager, print the result and exit (0 ok, 1 failed)")(
-      "version", "print the version and exit");
+      "version", "print the version and exit")(
+      "defaults", po::bool_switch(&cli.defaults),
+      "allow a configuration that sets no key: run every default (a 256^2 DRUNet problem)");
   const po::variables_map vm = parse_config_command_line(argc, argv, opts, cli.config, "pnp_recon");
   cli.exit_now = true;
   if (vm.count("help")) {
@@ -53,7 +56,8 @@ Cli parse_cli(int argc, char** argv, int rank) {
                 << "\nExit codes: 0 success, 2 bad configuration, command line or input file, 1 other failure\n"
                    "(also a rank that makes no progress for distributed.timeout_s), 75 stopped with a checkpoint\n"
                    "after SIGTERM or SIGUSR1 or at output.stop_after (resume with --resume).\n"
-                   "Every rank prints one `error: ...` line on failure; no rank is left waiting.\n"
+                   "A failure prints one `error: ...` line for the job (rank 0, naming the ranks that\n"
+                   "failed); no rank is left waiting. An empty configuration is refused unless --defaults.\n"
                    "Configuration: TOML sections [problem] [solver] [denoiser] [compile] [distributed]\n"
                    "[output]; see --help-config. Example: mpirun -n 2 pnp_recon input/demo.toml\n";
     return cli;
@@ -78,6 +82,15 @@ Cli parse_cli(int argc, char** argv, int rank) {
   if (force) cli.sets.push_back("output.force=true");
   if (resume) cli.sets.push_back("output.resume=true");
   return cli;
+}
+
+void require_configured(const Cli& cli, const Config& cfg) {
+  if (cli.defaults) return;
+  for (const auto& key : cfg.given)
+    if (key.rfind("output.", 0) != 0) return;
+  throw InputError("the configuration " + clip_value(cli.config) +
+                   " sets no key: every default would run (see pnp_recon --help-config for the keys, or pass "
+                   "--defaults to run the defaults)");
 }
 
 }  // namespace pnp::recon

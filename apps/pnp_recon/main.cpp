@@ -9,18 +9,47 @@
 #include "cli.hpp"
 #include "output.hpp"
 #include "pnp/device.hpp"
+#include "pnp/messages.hpp"
 #include "pnp/solver.hpp"
+#include "pnp/validate.hpp"
 #include "pnp/watchdog.hpp"
 #include "report.hpp"
 
 using namespace pnp;
 
 namespace {
-// Prints "error: ..." once per rank; returns the exit code.
+// Prints the job's "error: ..." line once (rank 0; every rank holds the same error); returns the
+// exit code.
 int report(const CollectiveError& e) {
-  std::fprintf(stderr, "error: %s\n", e.what());
-  std::fflush(stderr);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    std::fprintf(stderr, "error: %s\n", error_line(e.what()).c_str());
+    std::fflush(stderr);
+  }
   return e.input_error ? 2 : 1;
+}
+
+// Rank 0, after the run: the output file, then the removal of the checkpoint when it is the one
+// this run wrote or resumed from. A failure here (a full disk) is this rank's alone, after the
+// last collective: reported as one line, with no abort of the job.
+int finish(const Config& cfg, Reconstruction& run, const PnpRecord& rec, const GatheredRecord& g) {
+  try {
+    recon::print_phase_table(g, run.comm().size(), cfg.solver.stable_window, static_cast<int64_t>(rec.total.size()));
+    recon::print_summary(cfg, rec, g, run.device());
+    const Problem& prob = run.problem();
+    if (prob.angles_assumed) std::printf("angles       %s\n", prob.angles_source.c_str());
+    recon::write_output(cfg, run.decomposition(), run.comm(), rec, g, run.device(), prob.angles_source);
+    std::printf("wrote %s\n", cfg.output.file.c_str());
+    // The run is complete: a checkpoint left from an interrupted segment is stale now.
+    const std::string ckpt = cfg.output.checkpoint_path();
+    const std::string kept = remove_own_checkpoint(ckpt);
+    if (kept.empty()) std::printf("removed the checkpoint %s (the run is complete)\n", ckpt.c_str());
+    else if (kept != "absent") std::printf("kept %s: %s\n", ckpt.c_str(), kept.c_str());
+    return 0;
+  } catch (...) {
+    return report_error();
+  }
 }
 
 // Whether the configuration named on the command line asks for a GPU, read quietly before MPI
@@ -51,6 +80,7 @@ int main(int argc, char** argv) {
     collectively(MPI_COMM_WORLD, [&] {
       cli = recon::parse_cli(argc, argv, rank);
       if (!cli.exit_now) cfg = load_config(cli.config, cli.sets);
+      if (!cli.exit_now) recon::require_configured(cli, cfg);
       // Every HDF5 input read once in a probe process (rank 0; the files are shared): a
       // damaged file that crashes or hangs libhdf5 is an input error, not a dead rank.
       if (!cli.exit_now && rank == 0) {
@@ -84,9 +114,16 @@ int main(int argc, char** argv) {
       if (rank != 0 || cli.dry_run || cli.check_compile) return;
       // Before any work: where the result and the checkpoint go must be writable, and neither
       // may be an input, not even with --force.
+      const std::string weights = cfg.denoiser.weights.empty() ? "" : resolve_weights(cfg.denoiser.weights);
       std::vector<std::filesystem::path> inputs{cli.config};
       if (!cfg.problem.sinogram.empty()) inputs.emplace_back(cfg.problem.sinogram);
-      if (!cfg.denoiser.weights.empty()) inputs.emplace_back(resolve_weights(cfg.denoiser.weights));
+      if (!weights.empty()) inputs.emplace_back(weights);
+      // No file the run writes or removes may be another (the checkpoint, removed at the end,
+      // must not be the result), whether it exists yet or not.
+      validate::require_distinct({{"output.file", cfg.output.file}, {"output.checkpoint", cfg.output.checkpoint_path()}},
+                                 {{"the configuration", cli.config},
+                                  {"problem.sinogram", cfg.problem.sinogram},
+                                  {"denoiser.weights", weights}});
       io::check_output_path(cfg.output.file, cfg.output.force, inputs);
       inputs.emplace_back(cfg.output.file);
       io::check_output_path(cfg.output.checkpoint_path(), /*overwrite=*/true, inputs);
@@ -116,6 +153,8 @@ int main(int argc, char** argv) {
     return report(e);
   }
   const Decomposition& decomp = run->decomposition();
+  if (rank == 0 && !run->problem().angles_warning.empty())
+    std::fprintf(stderr, "warning: %s\n", error_line(run->problem().angles_warning).c_str());
   if (rank == 0 && cfg.output.progress) {
     std::printf("pnp_recon: %lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
                 (long long)decomp.n, (long long)decomp.n, (long long)run->problem().geom.n_angles(),
@@ -134,16 +173,9 @@ int main(int argc, char** argv) {
     const PnpRecord rec = run->run();
     if (rec.stopped) return kExitCheckpointed;
     const GatheredRecord g = run->gather(rec);
-    if (rank == 0) {
-      recon::print_phase_table(g, run->comm().size(), cfg.solver.stable_window, static_cast<int64_t>(rec.total.size()));
-      recon::print_summary(cfg, rec, g, run->device());
-      recon::write_output(cfg, decomp, run->comm(), rec, g, run->device());
-      std::printf("wrote %s\n", cfg.output.file.c_str());
-      // The run is complete: a checkpoint left from an interrupted segment is stale now.
-      std::error_code ec;
-      if (std::filesystem::remove(cfg.output.checkpoint_path(), ec))
-        std::printf("removed the checkpoint %s (the run is complete)\n", cfg.output.checkpoint_path().c_str());
-    }
+    if (rank == 0) return finish(cfg, *run, rec, g);
+  } catch (const CollectiveError& e) {  // every rank threw it together (a diverged run): no abort
+    return report(e);
   } catch (const std::exception& e) {
     abort_job(e.what(), dynamic_cast<const InputError*>(&e) ? 2 : 1);
   }

@@ -81,7 +81,7 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
 }
 
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
-                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev) {
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const std::string& angles) {
   io::AtomicOutput out(cfg.output.file, cfg.output.force);
   io::H5File& f = out.file();
   Provenance p = basic_provenance("pnp_recon");
@@ -90,6 +90,7 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   p.nccl_version = nccl_version();
   io::write_provenance(f, p);
   io::write_attr(f, "/", "ranks", int64_t{comm.size()});
+  if (!angles.empty()) io::write_attr(f, "/", "angles", angles);
   io::write_attr(f, "/", "gpu_names", g.gpu_names);
   io::write_attr(f, "/", "config", cfg.to_toml());
   io::write_attr(f, "/", "compile_mode", to_string(cfg.compile.mode));

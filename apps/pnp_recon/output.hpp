@@ -11,8 +11,9 @@ namespace pnp::recon {
 // and every rank's memory estimate.
 std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind);
 
-// Rank 0: writes cfg.output.file (temporary file, renamed on success).
+// Rank 0: writes cfg.output.file (temporary file, renamed on success); `angles` (Problem's
+// angles_source) goes into the root attribute of that name.
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
-                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev);
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const std::string& angles = "");
 
 }  // namespace pnp::recon

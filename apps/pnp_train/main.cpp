@@ -7,6 +7,7 @@
 
 #include "pnp/config/cli.hpp"
 #include "pnp/training.hpp"
+#include "pnp/validate.hpp"
 
 namespace po = boost::program_options;
 
@@ -52,6 +53,12 @@ int main(int argc, char** argv) {
                 << ", receptive radius " << nn::receptive_radius(g) << "\n";
       return 0;
     }
+    // No output may be another output or an input (the configuration, the training images).
+    validate::require_distinct({{"output.weights", cfg.output.weights},
+                                {"output.log", cfg.output.log},
+                                {"output.checkpoint", cfg.output.checkpoint},
+                                {"output.sidecar", cfg.output.sidecar}},
+                               {{"the configuration", config}, {"data.stack", cfg.data.stack}});
     TrainResult r = run_training(cfg, std::cout);
     return r.finished || cfg.train.stop_after > 0 ? 0 : 1;
   } catch (...) {

@@ -34,8 +34,10 @@ class MpiSession {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 
-// Thrown on every rank when `collectively` saw a failure on any rank: carries the message
-// of the lowest failing rank and whether it was an input error.
+// Thrown on every rank when `collectively` saw a failure on any rank: carries the job's one
+// error line (the lowest failing rank's message and the ranks that reported it) and whether it
+// was an input error. Programs print it once, on rank 0. Code that knows every rank fails alike
+// (a diverged run) throws it itself, so that the job ends without an abort.
 class CollectiveError : public Error {
  public:
   CollectiveError(const std::string& msg, bool input_error) : Error(msg), input_error(input_error) {}
@@ -43,7 +45,9 @@ class CollectiveError : public Error {
 };
 
 // Runs fn on every rank, then agrees: if any rank threw, every rank throws CollectiveError
-// with the first failing rank's message ("rank R: ..." when it failed on some ranks only).
+// with the first failing rank's message, said once: "ranks 1 and 3: ..." when it failed on some
+// ranks only, "... (all 4 ranks)" when on all; "; rank 2 failed with other errors" when others
+// failed differently. Long values are cut (error_line).
 // Use it around setup steps so that no rank is left waiting in a later collective.
 void collectively(MPI_Comm comm, const std::function<void()>& fn);
 

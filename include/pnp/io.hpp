@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -163,6 +164,7 @@ struct Sinogram {
   Array<float> data;
   std::vector<double> theta_deg;
   std::optional<Array<float>> ground_truth;
+  std::string theta_warning;  // read_dxchange: the angles look like radians (validate::check_angles_deg)
 };
 struct DxchangePaths {
   std::string data = "/exchange/data";
@@ -182,12 +184,20 @@ struct DxchangeExpect {
   double max_bytes = 0;  // the data it may allocate
   std::string source;    // where the expectations come from, for messages ("problem.size = 512")
 };
-// Reads the data (float32), theta (degrees) and ground truth; every value must be finite.
+// Reads the data (float32), theta (degrees) and ground truth; every value must be finite, and
+// every angle within +-720 degrees (a `units` attribute of theta is read for the warning).
 // InputError naming the file and dataset for a declared shape that does not fit `expect`, a
 // non-finite value, or a group where a dataset belongs.
 Sinogram read_dxchange(const std::filesystem::path& path, const DxchangePaths& paths = {},
                        const DxchangeExpect& expect = {});
 void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths = {});
+
+// An image or volume (pnp_denoise's input): `dataset` of the file, or its only dataset when
+// empty (then set to its name). Its declared shape goes to `check_declared` (which throws to
+// refuse it: sizes against the network and memory) before anything is read; every value read
+// must be finite (InputError naming the file, dataset and index).
+Array<float> read_image(const std::filesystem::path& path, std::string& dataset,
+                        const std::function<void(const std::vector<int64_t>&)>& check_declared = {});
 
 // Root provenance attributes of every pnp output file (docs/output_schema.md).
 void write_provenance(H5File& f, const Provenance& p);

@@ -75,6 +75,10 @@ struct Problem {
   at::Tensor truth_own;       // owned tile of the ground truth (device), undefined if none
   double truth_min = 0, truth_max = 0;  // over the whole image
   bool has_truth() const { return truth_own.defined(); }
+  // Where the angles come from ("read from ...", "simulated: ...", "assumed: ..."); assumed when
+  // the sinogram file holds none. A warning when they look like radians, else "".
+  std::string angles_source, angles_warning;
+  bool angles_assumed = false;
 };
 
 // Simulates the study's data, y = A x + noise_sigma * max|Ax| * n, each rank its share: the
@@ -153,6 +157,10 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
 
 // Path of a shipped model name ("dncnn_ct" -> <models dir>/dncnn_ct.h5), or the path itself.
 std::string resolve_weights(const std::string& weights);
+// Removes the checkpoint at `path` only when this run wrote it or resumed from it (its run_id
+// attribute, pnp::run_id() or the resumed checkpoint's): "" when removed, "absent" when there is
+// no file, else why it was kept.
+std::string remove_own_checkpoint(const std::string& path);
 
 // ---- Memory -----------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@
 
 #include "pnp/comm.hpp"
 #include "pnp/device.hpp"
+#include "pnp/messages.hpp"
 
 #include <cstdlib>
 
@@ -44,6 +45,70 @@ MpiSession::~MpiSession() {
   if (!finalized) MPI_Finalize();
 }
 
+namespace {
+// A rank's failure as one string: its kind ('0' none, '1' input error, '2' other) and message.
+std::string kind_text(int kind, const std::string& msg) { return std::string(1, static_cast<char>('0' + kind)) + msg; }
+
+// Every rank's `text` at rank 0, each followed by a NUL (other ranks get "").
+std::string gather_to_root(MPI_Comm comm, const std::string& text) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const std::string mine = text + '\0';
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(size)), offs(static_cast<size_t>(size));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  int total = 0;
+  for (int r = 0; r < size && rank == 0; ++r) offs[static_cast<size_t>(r)] = total, total += lens[static_cast<size_t>(r)];
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, comm);
+  return all;
+}
+
+std::vector<std::string> split_messages(const std::string& all, MPI_Comm comm) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  std::vector<std::string> v;
+  size_t a = 0;
+  for (int r = 0; r < size; ++r) {
+    const size_t b = all.find('\0', a);
+    v.push_back(all.substr(a, b - a));
+    a = b + 1;
+  }
+  return v;
+}
+
+// "ranks 0, 2 and 5" / "rank 3" / "all 4 ranks".
+std::string rank_list(const std::vector<int>& ranks, int size) {
+  if (static_cast<int>(ranks.size()) == size && size > 1) return "all " + std::to_string(size) + " ranks";
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == ranks.size() ? " and " : ", ") + std::to_string(ranks[i]);
+  return s;
+}
+
+// The job's error from every rank's kind_text: the lowest failing rank's message once, with the
+// ranks that reported the same one, and how many other ranks failed otherwise. Kind first.
+std::string one_error_line(const std::vector<std::string>& per_rank) {
+  const int size = static_cast<int>(per_rank.size());
+  int first = -1;
+  for (int r = 0; r < size && first < 0; ++r)
+    if (per_rank[static_cast<size_t>(r)][0] != '0') first = r;
+  const std::string& lead = per_rank[static_cast<size_t>(first)];
+  std::vector<int> same, other;
+  for (int r = 0; r < size; ++r) {
+    const std::string& m = per_rank[static_cast<size_t>(r)];
+    if (m == lead) same.push_back(r);
+    else if (m[0] != '0') other.push_back(r);
+  }
+  std::string text = lead.substr(1);
+  if (size > 1 && static_cast<int>(same.size()) < size) text = rank_list(same, size) + ": " + text;
+  else if (size > 1) text += " (" + rank_list(same, size) + ")";
+  if (!other.empty()) text += "; " + rank_list(other, size) + " failed with other errors";
+  return lead.substr(0, 1) + text;
+}
+}  // namespace
+
 void collectively(MPI_Comm comm, const std::function<void()>& fn) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
@@ -56,22 +121,17 @@ void collectively(MPI_Comm comm, const std::function<void()>& fn) {
   } catch (const std::exception& e) {
     msg = e.what(), kind = 2;
   }
-  // Lowest failing rank, and how many failed.
-  int failing = kind ? rank : INT32_MAX, first = 0, nfail = 0, one = kind ? 1 : 0;
-  MPI_Allreduce(&failing, &first, 1, MPI_INT, MPI_MIN, comm);
-  if (first == INT32_MAX) return;
-  MPI_Allreduce(&one, &nfail, 1, MPI_INT, MPI_SUM, comm);
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  int len = static_cast<int>(msg.size());
-  MPI_Bcast(&len, 1, MPI_INT, first, comm);
-  MPI_Bcast(&kind, 1, MPI_INT, first, comm);
-  std::vector<char> buf(static_cast<size_t>(len) + 1, 0);
-  if (rank == first) std::memcpy(buf.data(), msg.data(), msg.size());
-  MPI_Bcast(buf.data(), len, MPI_CHAR, first, comm);
-  std::string text(buf.data(), static_cast<size_t>(len));
-  if (nfail < size) text = "rank " + std::to_string(first) + ": " + text;
-  throw CollectiveError(text, kind == 1);
+  int any = kind ? 1 : 0, failed = 0;
+  MPI_Allreduce(&any, &failed, 1, MPI_INT, MPI_MAX, comm);
+  if (!failed) return;
+  // Every rank's message to rank 0, which writes the job's one line; then to every rank.
+  std::string text = gather_to_root(comm, kind_text(kind, error_line(msg)));
+  if (rank == 0) text = one_error_line(split_messages(text, comm));
+  int len = static_cast<int>(text.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, comm);
+  text.resize(static_cast<size_t>(len));
+  MPI_Bcast(text.data(), len, MPI_CHAR, 0, comm);
+  throw CollectiveError(text.substr(1), text[0] == '1');
 }
 
 void agree(MPI_Comm comm, const std::string& text, const std::string& what) {
@@ -117,7 +177,7 @@ void abort_job(const std::string& msg, int code) {
   int rank = 0, init = 0;
   MPI_Initialized(&init);
   if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "error: rank %d: %s\n", rank, msg.c_str());
+  std::fprintf(stderr, "error: rank %d: %s\n", rank, error_line(msg).c_str());
   std::fflush(stderr);
   if (init) MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);

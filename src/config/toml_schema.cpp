@@ -153,6 +153,8 @@ toml::table parse_override_value(const std::string& value) {
 }
 
 Assignment split_assignment(const std::string& a, const Where& w) {
+  if (a.find_first_of("\n\r") != std::string::npos)
+    throw InputError(w.prefix() + "a --set argument may not hold a line break (one key=value per --set)");
   size_t eq = a.find('='), dot = a.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq) throw InputError(w.prefix() + "expected section.key=value");
   auto trim = [](std::string s) {

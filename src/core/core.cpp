@@ -1,4 +1,5 @@
 #include "pnp/core.hpp"
+#include "pnp/messages.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <random>
 #include <system_error>
 
 namespace pnp {
@@ -32,14 +34,58 @@ int report_error() {
   try {
     throw;
   } catch (const InputError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", error_line(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", error_line(e.what()).c_str());
   } catch (...) {
     std::fprintf(stderr, "error: unknown exception\n");
   }
   return 1;
+}
+
+std::string clip_value(std::string_view value, size_t max) {
+  if (value.size() <= max) return std::string(value);
+  return std::string(value.substr(0, max)) + "... (" + std::to_string(value.size()) + " characters)";
+}
+
+std::string error_line(std::string_view message) {
+  constexpr size_t kToken = 200, kLine = 2000;
+  std::string out, token;
+  auto flush = [&] {  // a long run cut to 200 characters with its "...", so that a second pass keeps it
+    out += token.size() <= kToken ? token
+                                  : token.substr(0, kToken - 3) + "... (" + std::to_string(token.size()) + " characters)";
+    token.clear();
+  };
+  for (size_t i = 0; i < message.size(); ++i) {
+    const char c = message[i];
+    if (c == '\n' || c == '\r') {
+      flush();
+      while (i + 1 < message.size() && (message[i + 1] == '\n' || message[i + 1] == '\r' || message[i + 1] == ' '))
+        ++i;
+      if (i + 1 < message.size()) out += "; ";
+    } else if (c == ' ') {
+      flush();
+      out += c;
+    } else {
+      token += c;
+    }
+  }
+  flush();
+  return clip_value(out, kLine);
+}
+
+const std::string& run_id() {
+  static const std::string id = [] {
+    std::random_device rd;
+    const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+                       static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+                       (static_cast<uint64_t>(::getpid()) << 16);
+    char b[20];
+    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(splitmix64(v)));
+    return std::string(b);
+  }();
+  return id;
 }
 
 std::string input_file_problem(const std::string& path) {

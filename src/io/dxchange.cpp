@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "pnp/io.hpp"
+#include "pnp/validate.hpp"
 
 namespace pnp::io {
 namespace fs = std::filesystem;
@@ -47,20 +48,9 @@ DxchangeShapes read_dxchange_shapes(const fs::path& path, const DxchangePaths& p
 }
 
 namespace {
-// The first non-finite value of a dataset, as an InputError naming it.
 template <class T>
 void require_finite(const Array<T>& a, const std::string& dataset) {
-  for (size_t i = 0; i < a.data.size(); ++i)
-    if (!std::isfinite(static_cast<double>(a.data[i]))) {
-      std::string at;
-      size_t rest = i;
-      for (size_t d = a.shape.size(); d-- > 0;) {
-        at = std::to_string(rest % static_cast<size_t>(a.shape[d])) + (at.empty() ? "" : ", ") + at;
-        rest /= static_cast<size_t>(a.shape[d]);
-      }
-      throw InputError("'" + dataset + "' holds a non-finite value (" + std::to_string(static_cast<double>(a.data[i])) +
-                       ") at [" + at + "]");
-    }
+  validate::require_finite(a.data.data(), a.shape, "'" + dataset + "'");
 }
 }  // namespace
 
@@ -91,7 +81,13 @@ Sinogram read_dxchange(const fs::path& path, const DxchangePaths& paths, const D
     require_finite(s.data, paths.data);
     if (sh.has_theta) {
       auto th = read<double>(f, paths.theta);
-      require_finite(th, paths.theta);
+      std::string units;  // degrees when absent or not a string
+      try {
+        if (has_attr(f, paths.theta, "units")) units = read_attr_string(f, paths.theta, "units");
+      } catch (const InputError&) {
+      }
+      const std::string warning = validate::check_angles_deg(th.data, units, "'" + paths.theta + "'");
+      if (!warning.empty()) s.theta_warning = path.string() + ": " + warning;
       s.theta_deg = th.data;
     }
     if (sh.has_truth) {

@@ -21,9 +21,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// HDF5 prints its own error stack to stderr by default; pnp reports errors itself.
+// HDF5 prints its own error stack to stderr by default; pnp reports errors itself. Its
+// at-exit clean-up is off: every file pnp opens is closed by its handle, and libhdf5 1.10
+// crashes (SIGSEGV in H5F__close_cb) when it closes at exit a file whose close failed, as on a
+// full disk, so that an exit 2 would end as a crash.
 struct SilenceHdf5 {
-  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+  SilenceHdf5() {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
 };
 const SilenceHdf5 silence_hdf5;
 
@@ -41,7 +47,34 @@ std::string hdf5_reason() {
   return msg.empty() ? std::string() : " (" + msg + ")";
 }
 
+// The operating system's reason in HDF5's error stack ("No space left on device"), if any: its
+// file driver records errno as "..., error message = '<strerror>', ...".
+std::string system_reason() {
+  std::string msg;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        auto& m = *static_cast<std::string*>(out);
+        const std::string d = e->desc ? e->desc : "";
+        const size_t a = d.find("error message = '");
+        if (m.empty() && a != std::string::npos) {
+          const size_t b = d.find('\'', a + 17);
+          m = d.substr(a + 17, b == std::string::npos ? std::string::npos : b - a - 17);
+        }
+        return 0;
+      },
+      &msg);
+  return msg;
+}
+
+// A write that fails: when the system says why (a full disk, a file size limit, permissions),
+// an input error naming the file and the cause (exit code 2); else an internal error.
 [[noreturn]] void fail(const H5File& f, const std::string& what) {
+  const std::string cause = system_reason();
+  if (!cause.empty()) {
+    H5Eclear2(H5E_DEFAULT);
+    throw InputError(what + " in " + f.path().string() + ": " + cause);
+  }
   throw Error(what + " in " + f.path().string() + hdf5_reason());
 }
 // A read that fails is a damaged or foreign input file: an input error (exit code 2).
@@ -454,7 +487,7 @@ void AtomicOutput::commit() {
   file_.close();
   std::error_code ec;
   fs::rename(tmp_, final_, ec);
-  if (ec) throw Error("cannot rename " + tmp_.string() + " to " + final_.string() + ": " + ec.message());
+  if (ec) throw InputError("cannot rename " + tmp_.string() + " to " + final_.string() + ": " + ec.message());
   committed_ = true;
 }
 

@@ -1,8 +1,10 @@
 #include "checkpoint.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include "pnp/io.hpp"
+#include "pnp/messages.hpp"
 
 namespace pnp {
 
@@ -15,7 +17,29 @@ void require_finite(const std::vector<T>& v, const std::string& what, const std:
     if (!std::isfinite(static_cast<double>(x)))
       throw InputError("checkpoint " + path + ": " + what + " holds a non-finite value");
 }
+// The run id written into checkpoints: this process's, or the one of the checkpoint it resumed
+// from (the segments of one run share it).
+std::string& lineage() {
+  static std::string id = run_id();
+  return id;
+}
 }  // namespace
+
+std::string remove_own_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "absent";
+  std::string have;
+  try {
+    auto f = io::H5File::open(path);
+    if (io::has_attr(f, "/", "format") && io::read_attr_string(f, "/", "format") == kFormat &&
+        io::has_attr(f, "/", "run_id"))
+      have = io::read_attr_string(f, "/", "run_id");
+  } catch (const std::exception&) {
+  }
+  if (have != lineage()) return "it is not a checkpoint this run wrote";
+  if (!std::filesystem::remove(path, ec)) return ec ? ec.message() : "absent";
+  return "";
+}
 
 const std::vector<std::string>& checkpoint_series() {
   static const std::vector<std::string> s = [] {
@@ -53,6 +77,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, const std::s
   io::write_attr(f, "/", "compile", c.compile);
   io::write_attr(f, "/", "ranks", int64_t{ranks});
   io::write_attr(f, "/", "identity", identity);
+  io::write_attr(f, "/", "run_id", lineage());
   io::write_provenance(f, basic_provenance("pnp_recon"));
   out.commit();
 }
@@ -98,6 +123,7 @@ Checkpoint read_checkpoint(const std::string& path, const std::string& identity,
       c.series.push_back(io::read<double>(f, ds).data);
     }
     c.segments = io::read_strings(f, "/segments");
+    if (io::has_attr(f, "/", "run_id")) lineage() = io::read_attr_string(f, "/", "run_id");
     return c;
   } catch (...) {
     rethrow_with_context("resuming from checkpoint " + path);

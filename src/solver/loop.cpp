@@ -122,8 +122,8 @@ std::vector<std::vector<double>*> checkpointed_series(PnpRecord& rec) {
 void set_clamp_bounds(const Config& cfg, const Problem& prob, PnpRecord& rec) {
   if (cfg.solver.clamp == "ground_truth") {
     if (!prob.has_truth())
-      throw InputError("solver.clamp = \"ground_truth\" needs a ground truth in the input; set solver.clamp = "
-                       "\"fixed\" or \"none\"");
+      throw CollectiveError("solver.clamp = \"ground_truth\" needs a ground truth in the input; set solver.clamp = "
+                            "\"fixed\" or \"none\"", /*input_error=*/true);  // every rank: the same input
     rec.clamp_lo = prob.truth_min, rec.clamp_hi = prob.truth_max;
   } else {
     rec.clamp_lo = cfg.solver.clamp_min, rec.clamp_hi = cfg.solver.clamp_max;
@@ -259,21 +259,23 @@ class PnpLoop {
     const size_t i = static_cast<size_t>(it);
     Watchdog::beat("metrics");
     if (!p_.quality.measure(p_.s.x, p_.s.p, rec_.residual[i], rec_.psnr[i], rec_.ssim[i]))
-      throw InputError("the iteration diverged: the residual or the image is not finite after iteration " +
-                       std::to_string(it + 1) + " (lower solver.step_scale, or clamp with solver.clamp)");
+      throw CollectiveError("the iteration diverged: the residual or the image is not finite after iteration " +
+                                std::to_string(it + 1) + " (lower solver.step_scale, or clamp with solver.clamp)",
+                            /*input_error=*/true);  // every rank: measure() reduces over the ranks
   }
 
   // Checkpoint/restart: a signal on any rank or output.stop_after stops every rank at this
   // boundary, with a checkpoint (true); output.checkpoint_every writes one and goes on.
   bool stop_after(int64_t done) {
-    int want = StopRequest::requested() || cfg_.output.stop_after == done ? 1 : 0;
+    // 1 for output.stop_after, 1 + the signal for a signal on any rank (so that rank 0 names it).
+    int want = StopRequest::requested() ? 1 + std::max(StopRequest::signal(), 1) : cfg_.output.stop_after == done ? 1 : 0;
     if (ranks_ > 1) want = static_cast<int>(p_.comm.max(static_cast<double>(want)));
     const bool periodic = cfg_.output.checkpoint_every > 0 && done % cfg_.output.checkpoint_every == 0;
     if (want || periodic) checkpoint(done);
     if (!want) return false;
     rec_.stopped = true;
     rec_.done = done;
-    rec_.stop_signal = StopRequest::signal();
+    rec_.stop_signal = want > 1 ? want - 1 : 0;
     if (progress_)
       std::printf("stopped after iteration %lld (%s), checkpoint %s; continue with --resume\n", (long long)done,
                   rec_.stop_signal ? ("signal " + std::to_string(rec_.stop_signal)).c_str() : "output.stop_after",
@@ -324,7 +326,10 @@ class PnpLoop {
     for (auto* v : p_.series) c.series.push_back(gather_columns(p_.comm, head(*v)));
     c.segments = rec_.segments;
     c.segments.push_back(this_segment(done));
-    if (rank_ == 0) write_checkpoint(cfg_.output.checkpoint_path(), c, checkpoint_identity(cfg_, ranks_), ranks_);
+    // Agreed: a failed write (a full disk) ends every rank with rank 0's one line, no abort.
+    collectively(p_.comm.mpi_comm(), [&] {
+      if (rank_ == 0) write_checkpoint(cfg_.output.checkpoint_path(), c, checkpoint_identity(cfg_, ranks_), ranks_);
+    });
   }
 
   // After the loop: the remaining record, the image and the run's totals.
@@ -337,9 +342,10 @@ class PnpLoop {
       rec_.segments.push_back(this_segment(iters_));
       // An image that is not finite must not be written as a result (no metrics would say so
       // when solver.metrics_every = 0).
-      if (!at::isfinite(p_.s.x).all().item<bool>())
-        throw InputError("the iteration diverged: the final image holds non-finite values (lower solver.step_scale, "
-                         "or clamp with solver.clamp)");
+      const double bad = at::isfinite(p_.s.x).all().item<bool>() ? 0.0 : 1.0;
+      if ((ranks_ > 1 ? p_.comm.max(bad) : bad) > 0)  // agreed: every rank throws, none aborts
+        throw CollectiveError("the iteration diverged: the final image holds non-finite values (lower "
+                              "solver.step_scale, or clamp with solver.clamp)", /*input_error=*/true);
     }
     if (p_.resume) rec_.first_iteration = p_.resume->first_iteration;
     rec_.x_own = p_.s.x;

@@ -3,8 +3,9 @@
 #include <limits>
 #include <utility>
 
-#include "pnp/synthetic.hpp"
+#include "pnp/messages.hpp"
 #include "pnp/solver.hpp"
+#include "pnp/synthetic.hpp"
 
 namespace pnp {
 
@@ -65,6 +66,7 @@ Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device devi
     y = y + scale * at::normal(0.0, 1.0, y.sizes(), gen, at::kFloat).to(device);
   }
   prob.y = y.contiguous();
+  prob.angles_source = "simulated: " + std::to_string(p.angles) + " angles evenly spaced over [0, 180) degrees";
   return prob;
 }
 
@@ -151,7 +153,12 @@ Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::D
   int64_t k = s.data.shape[0], det = s.data.shape[1];
   if (s.theta_deg.empty()) {
     prob.geom = physics::Geometry::standard(p.size, k, det);
+    prob.angles_assumed = true;
+    prob.angles_source = "assumed: " + std::to_string(k) + " angles evenly spaced over [0, 180) degrees (" +
+                         clip_value(p.sinogram) + " has no " + p.theta_path + ")";
   } else {
+    prob.angles_source = "read from " + p.theta_path + " of " + p.sinogram;
+    prob.angles_warning = s.theta_warning;
     prob.geom.n = p.size;
     prob.geom.n_det = det;
     prob.geom.angles_deg = s.theta_deg;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "pnp/io.hpp"
+#include "pnp/validate.hpp"
 #include "pnp/synthetic.hpp"
 #include "pnp/training.hpp"
 
@@ -60,7 +61,13 @@ BatchSource::BatchSource(const TrainConfig& cfg) : cfg_(cfg) {
   if (d.stack.empty()) return;
   try {
     auto f = io::H5File::open(d.stack);
+    double elements = 1;
+    for (int64_t v : io::shape_of(f, d.stack_dataset)) elements *= static_cast<double>(v);
+    validate::require_fits_memory("'" + d.stack_dataset + "' declares " + std::to_string(static_cast<int64_t>(elements)) +
+                                      " values: reading and normalising them needs",
+                                  8.0 * elements);  // the values and their normalised copy
     auto a = io::read<float>(f, d.stack_dataset);
+    validate::require_finite(a.data.data(), a.shape, "'" + d.stack_dataset + "'");
     std::vector<int64_t> shape = a.shape;
     if (shape.size() == 2) shape.insert(shape.begin(), 1);
     if (shape.size() != 3) throw InputError("must be [M, H, W] or [H, W], got " + nn::shape_string(a.shape));

@@ -1,6 +1,7 @@
 // Runs under mpiexec with several rank counts (see CMakeLists.txt).
 #include "pnp_test.hpp"
 
+#include <functional>
 #include <cstdlib>
 #include <limits>
 #include <vector>
@@ -81,6 +82,29 @@ TEST_CASE("collectively: a failure on one rank reaches every rank with its messa
   }
   CHECK(threw);
   CHECK_NOTHROW(collectively(MPI_COMM_WORLD, [] {}));
+}
+
+TEST_CASE("collectively: the same failure on several ranks is said once, naming the ranks") {
+  const int s = world_size(), r = world_rank();
+  auto message = [&](const std::function<void()>& fn) {
+    try {
+      collectively(MPI_COMM_WORLD, fn);
+    } catch (const CollectiveError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(none)");
+  };
+  CHECK(message([] { throw InputError("the same"); }) ==
+        (s > 1 ? "the same (all " + std::to_string(s) + " ranks)" : std::string("the same")));
+  if (s == 2 || s == 4) {  // even ranks fail one way, odd ranks another
+    const std::string got = message([&] { throw InputError(r % 2 ? "b" : "a"); });
+    CHECK(got == (s == 2 ? "rank 0: a; rank 1 failed with other errors"
+                         : "ranks 0 and 2: a; ranks 1 and 3 failed with other errors"));
+  }
+  // A long value is cut (error_line): the message stays one short line.
+  const std::string long_msg = message([] { throw InputError("value " + std::string(100000, 'x')); });
+  CHECK(long_msg.size() < 400);
+  CHECK(long_msg.find("(100000 characters)") != std::string::npos);
 }
 
 TEST_CASE("transfers above the MPI count limit are split into chunks, with the same results") {

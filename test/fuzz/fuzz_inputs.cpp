@@ -40,6 +40,7 @@
 #include "pnp/config.hpp"
 #include "pnp/io.hpp"
 #include "pnp/nn/models.hpp"
+#include "pnp/nn/patch.hpp"
 #include "pnp/nn/weights.hpp"
 #include "pnp/training.hpp"
 #include "pnp/usage.hpp"
@@ -105,6 +106,17 @@ std::map<std::string, Target> targets(const fs::path& dir) {
                     io::probe_hdf5({p}, kProbeSeconds);
                     (void)nn::load_weights(p.string(), small_graph());
                   }};
+  // pnp_denoise's input: the declared shape against the network and 64 MB, then the values.
+  t["image"] = {true, [](const fs::path& p, const Bytes&) {
+                  io::probe_hdf5({p}, kProbeSeconds);
+                  std::string dataset;
+                  (void)io::read_image(p, dataset, [](const std::vector<int64_t>& declared) {
+                    (void)nn::infer_output_shape(small_graph(), nn::network_shape(declared, 2, 1));
+                    double elements = 1;
+                    for (auto v : declared) elements *= static_cast<double>(v);
+                    if (8 * elements > 64e6) throw InputError("declares too much");
+                  });
+                }};
   t["checkpoint"] = {true, [](const fs::path& p, const Bytes&) {
                        io::probe_hdf5({p}, kProbeSeconds);
                        Config c;
@@ -136,6 +148,19 @@ std::vector<Bytes> hdf5_seeds(const std::string& target, const fs::path& dir) {
     s.ground_truth = io::Array<float>{{16, 16}, std::vector<float>(256, 0.25f)};
     auto f = io::H5File::create(p);
     io::write_dxchange(f, s);
+  } else if (target == "image") {
+    std::vector<Bytes> out;
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{24, 24}, {2, 16, 16}, {1, 1, 12, 12}}) {
+      const fs::path pi = dir / ("seed_image_" + std::to_string(shape.size()) + ".h5");
+      int64_t count = 1;
+      for (auto v : shape) count *= v;
+      std::vector<float> v(static_cast<size_t>(count), 0.5f);
+      auto f = io::H5File::create(pi);
+      io::write(f, "/x", v.data(), shape, "1", "an image");
+      f.close();
+      out.push_back(read_file(pi));
+    }
+    return out;
   } else if (target == "weights") {
     nn::Graph g = small_graph();
     std::vector<Bytes> out;
@@ -254,6 +279,9 @@ void generate_hdf5(const std::string& target, const fs::path& p, std::mt19937_64
     dataset("/exchange/data", dims(1 + static_cast<int>(rng() % 3), 40));
     if (rng() % 2) dataset("/exchange/theta", dims(1 + static_cast<int>(rng() % 2), 40));
     if (rng() % 2) dataset("/exchange/ground_truth", dims(1 + static_cast<int>(rng() % 3), 40));
+  } else if (target == "image") {
+    dataset("/x", dims(static_cast<int>(rng() % 6), 40));
+    if (rng() % 4 == 0) dataset("/y", dims(2, 40));
   } else if (target == "weights") {
     const nn::Graph g = small_graph();  // (a temporary graph would leave params() dangling)
     for (const auto* prm : g.params())
