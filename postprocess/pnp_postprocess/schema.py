@@ -8,7 +8,7 @@ RECON_ROOT_ATTRS = (
     "program", "version", "git_commit", "date", "host", "ranks", "gpu_names",
     "torch_version", "cuda_version", "nccl_version", "config",
     "compile_mode", "compile_backend", "architecture", "device", "comm_backend", "step",
-    "graphs_captured", "tf32", "power_iterations", "power_converged",
+    "graphs_captured", "tf32", "power_iterations", "power_converged", "angles",
 )
 REQUIRED_ROOT_ATTRS = ("program", "version", "git_commit", "date", "ranks", "gpu_names",
                        "compile_mode", "compile_backend")

@@ -53,6 +53,7 @@ def _root_attrs(f, program, ranks, gpu, mode, backend, architecture, config, dev
     f.attrs["tf32"] = np.int64(1)
     f.attrs["power_iterations"] = np.int64(37)
     f.attrs["power_converged"] = np.int64(1)
+    f.attrs["angles"] = "simulated: 100 angles evenly spaced over [0, 180) degrees"
 
 
 def phase_profile(mode: str, ranks: int, stable: float) -> dict:
