@@ -5,6 +5,8 @@
 #   float32 side-by-side files (default docs/results/side_by_side_h200_*fp32.h5; pass the files of
 #   a newer `scripts/device_call.sh side_by_side` run to draw those instead, one precision at a
 #   time, since the figure keys rows by architecture and shape);
+# - peer_sweep_h200.{png,pdf,csv}: the same over the study's whole sweep (3 networks x 6 shapes,
+#   3 channels, fp32), from docs/results/sweep_h200_*.h5;
 # - scaling_study_4096_h200.{png,pdf,csv}: the scaling model (docs/results/scaling_model_*_h200.h5);
 # - with --quality, also quality_512_cpu.{png,pdf,csv} (docs/quality.md): its two reconstructions
 #   are too large for docs/results, so they are made again on this machine's CPU first (2 ranks,
@@ -18,6 +20,7 @@ if [ $# -gt 0 ]; then side=("$@"); else side=(docs/results/side_by_side_h200_*fp
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-0}   # reproducible PDFs
 export PYTHONPATH=$PWD/postprocess${PYTHONPATH:+:$PYTHONPATH}
 python3 -m pnp_postprocess peer-speedup "${side[@]}" --out docs/figures --name peer_side_by_side_h200
+python3 -m pnp_postprocess peer-speedup docs/results/sweep_h200_*.h5 --out docs/figures --name peer_sweep_h200
 python3 -m pnp_postprocess scaling docs/results/scaling_model_input_h200.h5 \
   docs/results/scaling_model_layer_h200.h5 --out docs/figures --name scaling_study_4096_h200
 if [ "$quality" = 1 ]; then
