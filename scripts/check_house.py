@@ -48,30 +48,32 @@ def is_text(path):
     return b"\0" not in data[:8192]
 
 
-def outside_references(root, files):
+def text_lines(root, files):
+    """(file, line number, line) of every tracked text file but the check's own."""
     for f in files:
         p = root / f
         if f in SELF or not is_text(p):
             continue
         for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
-            if OUTSIDE.search(line):
-                yield f"{f}:{i}: refers to a path outside the repository: {line.strip()[:120]}"
+            yield f, i, line
+
+
+def outside_references(root, files):
+    for f, i, line in text_lines(root, files):
+        if OUTSIDE.search(line):
+            yield f"{f}:{i}: refers to a path outside the repository: {line.strip()[:120]}"
 
 
 def dangling_paths(root, files):
-    for f in files:
-        p = root / f
-        if f in SELF or not is_text(p):
-            continue
-        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
-            for m in REPO_PATH.finditer(line):
-                ref = m.group(1)
-                if "*" in ref or "<" in ref or re.search(r"/[A-Z]+\.", ref):
-                    continue
-                if not (root / ref).exists() and not (p.parent / ref).exists():
-                    yield f"{f}:{i}: names {ref}, which does not exist"
-            if REMOVED.search(line):
-                yield f"{f}:{i}: cites the removed lab notebook or design-decisions.md: {line.strip()[:120]}"
+    for f, i, line in text_lines(root, files):
+        for m in REPO_PATH.finditer(line):
+            ref = m.group(1)
+            if "*" in ref or "<" in ref or re.search(r"/[A-Z]+\.", ref):
+                continue
+            if not (root / ref).exists() and not (root / f).parent.joinpath(ref).exists():
+                yield f"{f}:{i}: names {ref}, which does not exist"
+        if REMOVED.search(line):
+            yield f"{f}:{i}: cites the removed lab notebook or design-decisions.md: {line.strip()[:120]}"
 
 
 def notebook(files):
