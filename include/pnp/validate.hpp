@@ -26,8 +26,9 @@ struct RunPath {
 // file, or when one of them is one of `inputs`; empty paths are skipped.
 void require_distinct(const std::vector<RunPath>& writes, const std::vector<RunPath>& inputs = {});
 
-// Throws InputError when `bytes` (what reading `what` needs) exceed the memory this process may
-// use (host_memory_bytes); `hint` is appended ("try --patch").
+// Throws InputError "<what> about <bytes>, more than the <limit> this process may use (<hint>)"
+// when `bytes` exceed the memory this process may use (host_memory_bytes); `what` ends with
+// its verb ("reading it needs").
 void require_fits_memory(const std::string& what, double bytes, const std::string& hint = "");
 
 // Throws InputError naming `what` and the index of its first non-finite value.

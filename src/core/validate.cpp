@@ -69,7 +69,7 @@ void require_distinct(const std::vector<RunPath>& writes, const std::vector<RunP
 void require_fits_memory(const std::string& what, double bytes, const std::string& hint) {
   const double have = host_memory_bytes();
   if (bytes > have)
-    throw InputError(what + ": about " + human_bytes(bytes) + ", more than the " + human_bytes(have) +
+    throw InputError(what + " about " + human_bytes(bytes) + ", more than the " + human_bytes(have) +
                      " this process may use" + (hint.empty() ? "" : " (" + hint + ")"));
 }
 
@@ -106,6 +106,9 @@ std::string check_angles_deg(const std::vector<double>& theta, const std::string
                        "]: projection angles must be finite degrees within +-720");
     within_2pi = within_2pi && t >= 0 && t <= 2 * std::numbers::pi;
   }
+  if (units == "rad" || units == "radian" || units == "radians")
+    throw InputError(what + " says its units are '" + units +
+                     "': pnp reads projection angles in degrees; convert them (x 180/pi)");
   const bool says_degrees = units.empty() || units == "deg" || units == "degree" || units == "degrees";
   if (!within_2pi || !says_degrees) return "";
   return what + ": every angle lies in [0, 2 pi] but the file says " +

@@ -5,6 +5,7 @@
 
 #include "pnp/io.hpp"
 #include "pnp/messages.hpp"
+#include "pnp/validate.hpp"
 
 namespace pnp {
 
@@ -23,20 +24,28 @@ std::string& lineage() {
   static std::string id = run_id();
   return id;
 }
+// A checkpoint of pnp's format written before checkpoints carried a run id, which this process
+// resumed from: it is this run's too, so the end of the run removes it.
+std::string& resumed_without_id() {
+  static std::string path;
+  return path;
+}
 }  // namespace
 
 std::string remove_own_checkpoint(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return "absent";
   std::string have;
+  bool ours = false;
   try {
     auto f = io::H5File::open(path);
-    if (io::has_attr(f, "/", "format") && io::read_attr_string(f, "/", "format") == kFormat &&
-        io::has_attr(f, "/", "run_id"))
-      have = io::read_attr_string(f, "/", "run_id");
+    ours = io::has_attr(f, "/", "format") && io::read_attr_string(f, "/", "format") == kFormat;
+    if (ours && io::has_attr(f, "/", "run_id")) have = io::read_attr_string(f, "/", "run_id");
   } catch (const std::exception&) {
   }
-  if (have != lineage()) return "it is not a checkpoint this run wrote";
+  const bool resumed_legacy = ours && have.empty() && !resumed_without_id().empty() &&
+                              validate::same_file(path, resumed_without_id());
+  if (have != lineage() && !resumed_legacy) return "it is not a checkpoint this run wrote";
   if (!std::filesystem::remove(path, ec)) return ec ? ec.message() : "absent";
   return "";
 }
@@ -123,7 +132,10 @@ Checkpoint read_checkpoint(const std::string& path, const std::string& identity,
       c.series.push_back(io::read<double>(f, ds).data);
     }
     c.segments = io::read_strings(f, "/segments");
-    if (io::has_attr(f, "/", "run_id")) lineage() = io::read_attr_string(f, "/", "run_id");
+    if (io::has_attr(f, "/", "run_id"))
+      lineage() = io::read_attr_string(f, "/", "run_id");
+    else
+      resumed_without_id() = path;
     return c;
   } catch (...) {
     rethrow_with_context("resuming from checkpoint " + path);

@@ -27,7 +27,7 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, in
   const auto& dc = cfg.denoiser;
   const int64_t eb = at::elementSize(denoiser_dtype(dc));
   // Inductor's buffer plan is its own: estimated as eager's.
-  const bool eager = denoiser_executor(cfg) != DenoiserExecutor::native;
+  const bool eager = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
   const auto style = eager ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
   const int64_t align = g.alignment();
   const double pixels = static_cast<double>(ext.size());

@@ -283,6 +283,24 @@ check("the checkpoint this run wrote is removed at the end",
       rc == 0 and "removed the checkpoint" in o and not os.path.exists(os.path.join(work, "o21.h5.checkpoint.h5")),
       f"exit {rc}; {o[-400:]} {e[-400:]}")
 
+# Another run's real checkpoint at output.checkpoint (a run id of its own) is kept, too.
+rc, o, e, _ = run(recon_cmd(*S("output.stop_after", "2"), *S("solver.iterations", "5"), *out("o21b.h5")))
+other = os.path.join(work, "o21b.h5.checkpoint.h5")
+rc2, o2, e2, _ = run(recon_cmd(*S("output.checkpoint", f'"{other}"'), *S("solver.iterations", "5"), *out("o21c.h5")))
+check("another run's checkpoint at output.checkpoint is kept at the end",
+      rc == 75 and rc2 == 0 and os.path.exists(other) and "kept" in o2, f"exit {rc}, {rc2}; {o2[-400:]} {e2[-400:]}")
+# A checkpoint written before checkpoints carried a run id, resumed and finished: it is this
+# run's, so it is removed at the end as before.
+rc, o, e, _ = run(recon_cmd(*S("output.stop_after", "2"), *S("solver.iterations", "5"), *out("o21d.h5")))
+legacy = os.path.join(work, "o21d.h5.checkpoint.h5")
+if os.path.exists(legacy):
+    with h5py.File(legacy, "r+") as f:
+        del f.attrs["run_id"]
+rc2, o2, e2, _ = run(recon_cmd(*S("output.resume", "true"), *S("solver.iterations", "5"), *out("o21d.h5")))
+check("a resumed checkpoint without a run id is removed at the end",
+      rc == 75 and rc2 == 0 and "removed the checkpoint" in o2 and not os.path.exists(legacy),
+      f"exit {rc}, {rc2}; {o2[-400:]} {e2[-400:]}")
+
 # -- issue 49: angles ------------------------------------------------------------------------------
 wild = os.path.join(work, "wild_theta.h5")
 sinogram(wild)
@@ -397,9 +415,17 @@ wrapper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
 rc, o, e = stop_with([wrapper, "-n", "2", recon, small], lambda p: p.send_signal(signal.SIGTERM), "sig1.h5")
 check("SIGTERM to mpirun (scripts/mpirun): every rank stops with a checkpoint, exit 75",
       rc == 75 and os.path.exists(os.path.join(work, "sig1.h5.checkpoint.h5")), f"exit {rc}; {o[-300:]} {e[-600:]}")
-rc, o, e = stop_with(recon_cmd(), lambda p: os.kill(rank_pid("sig2.h5", 1) or p.pid, signal.SIGTERM), "sig2.h5")
-check("SIGTERM to rank 1 only: exit 75, and rank 0 names the signal", rc == 75 and "(signal 15)" in o,
-      f"exit {rc}; {o[-300:]} {e[-600:]}")
+rank1 = []
+
+
+def term_rank1(p):
+    rank1.append(rank_pid("sig2.h5", 1))
+    os.kill(rank1[0] or p.pid, signal.SIGTERM)  # no rank found: the launcher, and the check fails
+
+
+rc, o, e = stop_with(recon_cmd(), term_rank1, "sig2.h5")
+check("SIGTERM to rank 1 only: exit 75, and rank 0 names the signal",
+      rank1[0] is not None and rc == 75 and "(signal 15)" in o, f"rank 1's pid {rank1[0]}; exit {rc}; {o[-300:]} {e[-600:]}")
 
 shutil.rmtree(work, ignore_errors=True)
 if failures:
