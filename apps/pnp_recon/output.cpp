@@ -61,7 +61,12 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   os << ", "
      << cfg.denoiser.precision << ", weights "
      << (cfg.denoiser.weights.empty() ? "seeded random init" : cfg.denoiser.weights) << "\n";
-  os << "compile      mode " << to_string(cfg.compile.mode) << ", backend " << to_string(cfg.compile.backend) << "\n";
+  const ExecutionPlan& ex = plan.exec;
+  static const char* const kExecutor[] = {"eager", "native", "inductor"};
+  os << "compile      mode " << to_string(cfg.compile.mode) << ", backend " << to_string(cfg.compile.backend)
+     << "; the denoiser runs " << kExecutor[static_cast<int>(ex.executor)]
+     << (ex.executor_graph ? " as one CUDA graph per call" : "")
+     << (ex.region_graphs ? ", the solver's regions as CUDA graphs" : "") << "\n";
   os << "ranks        " << ranks << " on " << (dev.is_cuda() ? "CUDA" : "CPU") << ", communication " << comm_kind << "\n";
   os << "decomposition " << d.describe();
   const auto& plans = plan.memory;

@@ -59,7 +59,7 @@ struct ExecutionPlan {
   // start on the network's sampling grid (plan_decomposition's align_owned).
   Decomposition decomp;
   DenoiserExecutor executor = DenoiserExecutor::eager;
-  bool executor_graph = false;  // the native executor, with executor_captures
+  bool executor_graph = false;  // the native executor on a GPU, with executor_captures, no layer exchanges
   bool region_graphs = false;   // solver_captures on `device`
 };
 // InputError when the halo mode cannot run with compile.backend (layer_halo_supported) or no

@@ -31,7 +31,10 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
   p.halo = layer ? 0 : dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
   p.decomp = plan_decomposition(cfg.problem.size, ranks, dc.decomposition, dc.grid, p.halo, graph.alignment(), layer);
   p.executor = denoiser_executor(cfg);
-  p.executor_graph = p.executor == DenoiserExecutor::native && executor_captures(cfg.compile);
+  // The native executor captures its forward on a GPU, except where the layer halo's exchanges
+  // run between its steps (they belong to the solver's capture, post and fused).
+  p.executor_graph = device.is_cuda() && p.executor == DenoiserExecutor::native && executor_captures(cfg.compile) &&
+                     !p.layer_exchange;
   p.region_graphs = solver_captures(cfg.compile.mode, cfg.compile.cuda_graphs, device);
   return p;
 }

@@ -269,7 +269,9 @@ TEST_CASE("the execution plan: halo width and mode, tiles, executor and capture,
   CHECK(layer.layer_exchange);
   for (const auto& t : layer.decomp.tiles) CHECK(t.own.r0 % g.alignment() == 0);
   CHECK(layer.executor == DenoiserExecutor::native);
-  CHECK(layer.executor_graph);
+  CHECK_FALSE(layer.executor_graph);  // the exchanges run between the executor's steps
+  CHECK_FALSE(plan_execution(c, 4, g, at::Device(at::kCUDA, 0)).executor_graph);
+  CHECK(plan_execution(c, 1, g, at::Device(at::kCUDA, 0)).executor_graph);  // one rank: no exchanges
   CHECK_FALSE(plan_execution(c, 1, g).layer_exchange);
   c.compile.backend = CompileBackend::inductor;
   CHECK_THROWS_AS(plan_execution(c, 4, g), InputError);
