@@ -135,3 +135,27 @@ clocks_stop() {
   stamp "clocks: $(wc -l <"$pnp_clocks_csv") samples in $pnp_clocks_csv"
   python3 scripts/gpu_clocks.py "$pnp_clocks_csv" "$@"
 }
+
+# memory_matrix NAME SIZES BUDGETS PRECISIONS MODES [SET ...]
+#   the memory plan against the measured peak (issue 47): pnp_recon on input/study_4096.toml
+#   for every size x budget (denoiser.memory_limit_gb) x precision x compile mode, 2 iterations,
+#   each output read for /memory/{estimated_bytes,peak_bytes,patch_size} and the denoise phase's
+#   stable time into $OUT/NAME.csv (exit 2 rows: the plan refused the budget before any work)
+memory_matrix() {
+  local name=$1 sizes=$2 budgets=$3 precs=$4 modes=$5 n b p m rc
+  shift 5
+  local work
+  work=$(mktemp -d)
+  for n in $sizes; do for b in $budgets; do for p in $precs; do for m in $modes; do
+    stamp "pnp_recon $n² budget $b GB $p $m"
+    timeout 240 "$PNP_CALL_BIN/pnp_recon" input/study_4096.toml --set problem.size="$n" \
+      --set denoiser.memory_limit_gb="$b" --set denoiser.precision="\"$p\"" --set compile.mode="\"$m\"" \
+      --set solver.iterations=2 --set solver.metrics_every=0 --set distributed.device="\"$PNP_CALL_DEVICE\"" "$@" \
+      --output "$work/n${n}_b${b}_${p}_${m}.h5" --force >"$work/n${n}_b${b}_${p}_${m}.log" 2>&1
+    rc=$?
+    echo "rc=$rc"; grep -E "^error|memory|patch" "$work/n${n}_b${b}_${p}_${m}.log" | cut -c1-200 | head -4
+    echo "$n,$b,$p,$m,$rc" >>"$work/rows.txt"
+  done; done; done; done
+  python3 scripts/memory_matrix.py "$work" >"$OUT/$name.csv"
+  cat "$OUT/$name.csv"
+}
