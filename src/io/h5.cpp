@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "pnp/io.hpp"
+#include "pnp/validate.hpp"
 
 namespace pnp::io {
 namespace fs = std::filesystem;
@@ -444,9 +445,8 @@ void check_output_path(const fs::path& path, bool overwrite, const std::vector<f
   const bool exists = fs::exists(st);
   if (exists && !fs::is_regular_file(st)) throw InputError("output file " + name + " exists and is not a regular file");
   for (const auto& in : inputs) {
-    if (in.empty() || !exists) continue;
-    std::error_code e2;
-    if (fs::equivalent(path, in, e2))
+    if (!exists) continue;
+    if (validate::same_file(path, in))
       throw InputError("output file " + name + " is the input " + in.string() +
                        "; writing it would destroy the input (choose another output, even with --force)");
   }
