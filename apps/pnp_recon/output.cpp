@@ -77,10 +77,16 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   for (size_t r = 0; r < plan.work.size(); ++r) {
     const DenoiserWork& w = plan.work[r];
     char line[200];
-    std::snprintf(line, sizeof line, "             rank %zu: %.4g GFLOP, %.3fx the ideal share; sends %s in %lld messages over %lld exchange(s)\n",
+    std::snprintf(line, sizeof line, "             rank %zu: %.4g GFLOP, %.3fx the ideal share; sends %s in %lld messages over %lld exchange(s)",
                   r, w.flops / 1e9, w.redundancy(), human_bytes(double(w.exchange_bytes)).c_str(), (long long)w.messages,
                   (long long)w.exchanges);
     os << line;
+    if (w.patches > 1) {
+      std::snprintf(line, sizeof line, "; %lld patches, %.3fx one call on the whole tile", (long long)w.patches,
+                    w.patch_redundancy);
+      os << line;
+    }
+    os << "\n";
   }
   return os.str();
 }
@@ -134,14 +140,23 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   for (const auto& [name, v] : g.setup)
     io::write(f, "/timings/setup/" + name, v.data(), {ranks}, "s", setup_description(name));
   std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
-  io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B", "peak device memory allocated by each rank (0 on CPU)");
-  std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), patch(g.patch.begin(), g.patch.end());
+  io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B",
+            "peak memory allocated by each rank over the whole run (CUDA: the caching allocator's; CPU: LibTorch's "
+            "CPU allocator's, counted)");
+  std::vector<int64_t> setup_peak(g.setup_peak.begin(), g.setup_peak.end()), metrics_peak(g.metrics_peak.begin(), g.metrics_peak.end());
+  io::write(f, "/memory/setup_peak_bytes", setup_peak.data(), {ranks}, "B",
+            "peak memory allocated by each rank before the loop (data, step size, buffers)");
+  io::write(f, "/memory/metrics_peak_bytes", metrics_peak.data(), {ranks}, "B",
+            "peak memory allocated by each rank while measuring the quality metrics (0: none measured)");
+  std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), shape, patches;
+  for (const MemoryPlan& m : g.memory) shape.insert(shape.end(), {m.patch_rows, m.patch_cols}), patches.push_back(m.patches);
   io::write(f, "/memory/estimated_bytes", est.data(), {ranks}, "B",
-            "device memory estimated before the run for each rank (solver state, weights, denoiser activations, "
-            "workspace allowance; pnp::plan_memory)");
-  io::write(f, "/memory/patch_size", patch.data(), {ranks}, "px",
-            "denoiser patch size each rank ran with (0 = whole extended tile): denoiser.patch_size, or chosen "
-            "within denoiser.memory_limit_gb");
+            "memory estimated before the run for each rank: the largest of its stages (solver state, metrics, "
+            "weights, denoiser activations, workspace, patching, set-up; pnp::plan_memory)");
+  io::write(f, "/memory/patch_shape", shape.data(), {ranks, 2}, "px",
+            "input rows and columns of one denoiser patch on each rank (0, 0 = the whole extended tile): "
+            "denoiser.patch_size, or chosen within denoiser.memory_limit_gb for the least redundant work");
+  io::write(f, "/memory/patches", patches.data(), {ranks}, "1", "denoiser calls per iteration on each rank");
   io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
   for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
     std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());
@@ -183,14 +198,17 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_attr(f, "/decomposition", "kind", d.kind);
   io::write_attr(f, "/decomposition", "halo_mode", to_string(cfg.distributed.halo_mode));
   {
-    const auto work = denoiser_work(cfg, d, denoiser_graph(cfg.denoiser));
-    std::vector<double> flops, red, bytes, msgs;
+    const auto work = denoiser_work(cfg, d, denoiser_graph(cfg.denoiser), g.memory);
+    std::vector<double> flops, red, bytes, msgs, patch_red;
     for (const auto& w : work)
       flops.push_back(w.flops), red.push_back(w.redundancy()), bytes.push_back(double(w.exchange_bytes)),
-          msgs.push_back(double(w.messages));
+          msgs.push_back(double(w.messages)), patch_red.push_back(w.patch_redundancy);
+    io::write(f, "/decomposition/patch_redundancy", patch_red.data(), {ranks}, "1",
+              "the denoiser patches' FLOPs over one call on the rank's whole extended tile (1: not patched; "
+              "denoiser_flops and redundancy include it)");
     io::write(f, "/decomposition/denoiser_flops", flops.data(), {ranks}, "FLOP",
-              "conv FLOPs of one denoiser call on each rank, counted on the IR (input halo: the extended tile; layer "
-              "halo: the owned tile with its per-layer halos)");
+              "conv FLOPs of one denoiser call on each rank, counted on the IR (input halo: the extended tile, or "
+              "the sum over its patches; layer halo: the owned tile with its per-layer halos)");
     io::write(f, "/decomposition/redundancy", red.data(), {ranks}, "1",
               "denoiser_flops over the ideal share (the whole image's FLOPs / ranks): the work a rank repeats");
     io::write(f, "/decomposition/denoiser_exchange_bytes", bytes.data(), {ranks}, "B",

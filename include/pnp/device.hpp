@@ -19,10 +19,18 @@ c10::Device parse_device(const std::string& name, const std::string& what);
 // The device with its index made explicit: "cuda" (no index) becomes the current CUDA device,
 // e.g. cuda:0; any other device is returned as is. The functions below take either.
 c10::Device concrete_device(c10::Device d);
-// Peak bytes allocated on a CUDA device by the caching allocator (0 on CPU or without CUDA),
-// and a reset of that peak.
+// Peak bytes allocated on a device: on CUDA by the caching allocator, on the CPU by LibTorch's
+// CPU allocator once count_host_allocations has run (0 before, and without CUDA for a CUDA
+// device); and a reset of that peak to the bytes live now.
 int64_t device_peak_bytes(c10::Device d);
 void reset_device_peak(c10::Device d);
+// From the first call on, LibTorch's CPU tensor allocations go through a counting wrapper of the
+// default allocator (bytes live and their peak; tensors made before are not counted), so that
+// the memory plan can be checked on a machine without a GPU. Allocations made outside LibTorch's
+// allocator (oneDNN's primitive caches, the C++ heap) are not seen.
+void count_host_allocations();
+int64_t host_peak_bytes();
+void reset_host_peak();
 // A CUDA device's UUID as hex digits (stable whatever CUDA_VISIBLE_DEVICES numbers it); "cpu".
 std::string device_uuid(c10::Device d);
 // Total memory of a CUDA device in bytes (0 on CPU).

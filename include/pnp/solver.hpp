@@ -145,15 +145,20 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device, std::un
 // halo_mode = input, the graph on the extended tile (the receptive-radius halo recomputes the neighbours'
 // borders), exchanging the HaloPlan's boxes once (float32); with halo_mode = layer, the graph with halo nodes on
 // the owned tile, exchanging at every halo node (nn::layer_halo_traffic, at the denoiser's
-// precision). Patched runs (denoiser.patch_size) are counted as one call on the whole tile.
+// precision). Patched runs count as one call on the whole tile: MemoryPlan::redundancy is their extra work.
 struct DenoiserWork {
   double flops = 0;          // this rank's
   double ideal = 0;          // the whole image's / ranks
   int64_t exchange_bytes = 0, messages = 0;  // sent by this rank per call
   int64_t exchanges = 0;     // halo exchanges per call (input: 1 when the rank has neighbours)
+  double patch_redundancy = 1;  // the patches' FLOPs over one call on the whole tile (1: unpatched)
+  int64_t patches = 1;          // calls per iteration
   double redundancy() const { return ideal > 0 ? flops / ideal : 0; }
 };
-std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& d, const nn::Graph& whole);
+struct MemoryPlan;
+// `memory` (one plan per rank, or empty): the patches each rank runs, counted in flops.
+std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& d, const nn::Graph& whole,
+                                        const std::vector<MemoryPlan>& memory = {});
 
 // Path of a shipped model name ("dncnn_ct" -> <models dir>/dncnn_ct.h5), or the path itself.
 std::string resolve_weights(const std::string& weights);
@@ -164,32 +169,49 @@ std::string remove_own_checkpoint(const std::string& path);
 
 // ---- Memory -----------------------------------------------------------------------------
 
-// Device memory of one rank, and the denoiser patch size that keeps it within
-// denoiser.memory_limit_gb. Estimated, in bytes, per call of the denoiser on the rank's
-// extended tile (or on each patch of it):
-//   solver       the PnP loop's images (x, z, extended z, gradient, truth, denoised tile) and
-//                sinograms (data, partial and full projection);
+// Device memory of one rank, and the denoiser patches that keep it within
+// denoiser.memory_limit_gb. The estimate is the largest of the run's stages, each the memory it
+// holds at once, in bytes:
+//   solver       the loop's float32 images, resident (x, gradient, truth, extended z) and
+//                sinograms (data, projection);
+//   quality      the quality monitor's two boxes (the tile grown by the SSIM window), when the
+//                problem has a ground truth;
 //   weights      every parameter and buffer at the denoiser's precision;
 //   activations  roofline::activation_memory of the executor's style (eager for the eager
 //                executor and for inductor, whose buffer plan is its own; native otherwise;
-//                denoiser_executor decides which runs).
-//                A compiled backend keeps one executor, with its own buffers, per distinct
-//                patch shape: their peaks add up;
-//   workspace    convolution workspaces and allocator rounding. Calibrated on the H200
-//                (docs/performance.md#memory-budget): eager, 2 x the largest activation; native,
-//                10 % of its activations.
-// With memory_limit_gb > 0 and patch_size = 0 the patch is the largest aligned size whose
-// total fits (the whole tile when it fits); InputError when even the smallest patch (2 x
-// overlap + alignment) does not. An explicit patch_size is kept as given.
+//                denoiser_executor decides which runs). The native executor keeps its buffers
+//                between calls, one set per distinct patch shape: their peaks add up, and they
+//                stay resident through the other stages;
+//   workspace    convolution workspaces and allocator rounding (eager: 2 x the largest
+//                activation; native: a fraction of its activations, measured on the GPU);
+//   patching     a patched call's gathered output (the extended tile) and one patch's input
+//                and output copies; the whole tile's output otherwise;
+//   other        what the other stages hold beyond the denoiser's: the set-up (the data's
+//                float64 projection, the power method), the projections' staging copies and
+//                the metrics' strips (metrics::strip_workspace_bytes).
+// With memory_limit_gb > 0 and patch_size = 0 the patches are chosen to fit the limit with the
+// least redundant work: the whole tile when it fits, else the rows x cols counts of patches
+// whose computed pixels are fewest (rectangular patches, every one of the same extent where
+// the alignment allows). An explicit patch_size gives square patches of that size. InputError,
+// naming the smallest limit that would do, when no choice fits.
 struct MemoryPlan {
-  int64_t patch = 0;    // denoiser.patch_size to use (0 = the whole extended tile)
+  int64_t patch_rows = 0, patch_cols = 0;  // input extent of one patch (0 = the whole extended tile)
+  int64_t patches = 1;                     // denoiser calls per iteration
   int64_t overlap = 0;  // patch overlap in pixels (the receptive radius unless configured)
   int patch_shapes = 1;
-  double solver = 0, weights = 0, activations = 0, workspace = 0;
-  double total() const { return solver + weights + activations + workspace; }
+  double redundancy = 1;  // pixels the patches compute / pixels of the extended tile (1: whole tile)
+  double solver = 0, quality = 0, weights = 0, activations = 0, workspace = 0, patching = 0, other = 0;
+  bool patched() const { return patches > 1; }
+  double total() const { return solver + quality + weights + activations + workspace + patching + other; }
   std::string describe() const;  // one line
 };
-MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, int64_t angles, int64_t detectors);
+// `truth`: the problem has a ground truth (the quality monitor's boxes are allocated).
+MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors,
+                       bool truth);
+// The estimate for given patches: patch_rows x patch_cols as nn::denoise_patched takes them
+// (0 = that axis whole), whatever the limit.
+MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles,
+                           int64_t detectors, bool truth, int64_t patch_rows, int64_t patch_cols);
 // The plan of every rank of the execution plan's decomposition (computed identically on all),
 // so that a limit too small for some tile fails on every rank before any work.
 std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g);
@@ -223,7 +245,9 @@ struct PnpRecord {
   bool power_converged = false;
   double power_start_s = 0, power_first_s = 0;  // its start vector and its first iteration (host wall, s)
   double clamp_lo = 0, clamp_hi = 0;
-  int64_t peak_bytes = 0;
+  int64_t peak_bytes = 0;                  // the whole run's (set-up, loop and metrics)
+  int64_t setup_peak_bytes = 0;            // before the loop: data, power method, buffers
+  int64_t metrics_peak_bytes = 0;          // during the metrics (quality monitor) of any iteration
   std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase ("total" last)
   int64_t bytes_sent = 0;                  // halo + allreduce payload sent by this rank in the loop
   // [iteration] bytes this rank's loop communication sent in each iteration (metrics excluded);
@@ -266,7 +290,8 @@ struct GatheredRecord {
   at::Tensor truth;                        // [n, n] float32 CPU, the ground truth (undefined: none)
   std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
   std::vector<double> wall, region_gradient, region_denoise, bytes;  // [iterations x ranks]
-  std::vector<double> peak, sent, patch, estimate;                   // [ranks]
+  std::vector<double> peak, sent, estimate, setup_peak, metrics_peak;  // [ranks]
+  std::vector<MemoryPlan> memory;          // [ranks]: each rank's patches (patch fields only)
   std::vector<std::vector<double>> phase_peak;                       // [phase] -> [ranks]
   double first = 0, stable = 0, compile = 0;  // max over ranks
   std::vector<std::pair<std::string, std::vector<double>>> setup;  // part -> [ranks] seconds

@@ -52,7 +52,7 @@ int64_t device_peak_bytes(c10::Device d) {
     return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   }
 #endif
-  (void)d;
+  if (d.is_cpu()) return host_peak_bytes();
   return 0;
 }
 
@@ -61,7 +61,7 @@ void reset_device_peak(c10::Device d) {
   d = concrete_device(d);
   if (d.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(d.index());
 #endif
-  (void)d;
+  if (d.is_cpu()) reset_host_peak();
 }
 
 std::string device_uuid(c10::Device d) {

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -10,8 +11,33 @@ namespace pnp::metrics {
 
 int64_t SsimOptions::radius() const { return static_cast<int64_t>(truncate * sigma + 0.5); }
 
+int64_t strip_rows(int64_t cols, int64_t halo) {
+  const int64_t wide = std::max<int64_t>(cols + 2 * halo, 1);
+  return std::max<int64_t>(1, kStripElements / wide - 2 * halo);
+}
+
+double strip_workspace_bytes(int64_t cols, int64_t halo) {
+  const double widest = static_cast<double>(1 + 2 * halo) * static_cast<double>(cols + 2 * halo);
+  return static_cast<double>(kStripArrays) * 8.0 * std::max(static_cast<double>(kStripElements), widest);
+}
+
+double squared_error_sum(const at::Tensor& x, const at::Tensor& ref) {
+  if (x.sizes() != ref.sizes()) throw Error("squared error: x and ref differ in shape");
+  if (x.numel() == 0) return 0;
+  const int64_t last = x.dim() > 0 ? x.size(-1) : 1;
+  const at::Tensor a = x.dim() == 2 ? x : x.reshape({-1, last});
+  const at::Tensor b = ref.dim() == 2 ? ref : ref.reshape({-1, last});
+  const int64_t rows = a.size(0), step = strip_rows(a.size(1), 0);
+  at::Tensor total = at::zeros({}, a.options().dtype(at::kDouble));
+  for (int64_t r = 0; r < rows; r += step) {
+    const int64_t n = std::min(step, rows - r);
+    total += (a.narrow(0, r, n).to(at::kDouble) - b.narrow(0, r, n).to(at::kDouble)).square().sum();
+  }
+  return total.item<double>();
+}
+
 double psnr(const at::Tensor& x, const at::Tensor& ref, double data_range) {
-  const double mse = (x.to(at::kDouble) - ref.to(at::kDouble)).square().mean().item<double>();
+  const double mse = squared_error_sum(x, ref) / static_cast<double>(std::max<int64_t>(x.numel(), 1));
   return mse > 0 ? 10.0 * std::log10(data_range * data_range / mse) : std::numeric_limits<double>::infinity();
 }
 
@@ -42,17 +68,18 @@ at::Tensor window_index(int64_t lo, int64_t hi, int64_t r, int64_t n, int64_t bo
 
 }  // namespace
 
-SsimSum ssim_sum(const at::Tensor& x, const at::Tensor& ref, const Box& box, const Box& own, int64_t rows,
-                 int64_t cols, double data_range, const SsimOptions& o) {
-  if (x.dim() != 2 || x.sizes() != ref.sizes() || x.size(0) != box.rows() || x.size(1) != box.cols())
-    throw Error("SSIM: x and ref must both be [" + std::to_string(box.rows()) + ", " + std::to_string(box.cols()) + "]");
+namespace {
+
+// The SSIM sum over one strip of own rows (own here is the strip).
+SsimSum ssim_strip(const at::Tensor& x, const at::Tensor& ref, const Box& box, const Box& own, int64_t rows,
+                   int64_t cols, double data_range, const SsimOptions& o) {
   const int64_t r = o.radius();
   const auto dev = x.device();
   const auto f64 = at::TensorOptions().dtype(at::kDouble).device(dev);
   const at::Tensor ri = window_index(own.r0, own.r1, r, rows, box.r0, box.rows(), "row").to(dev);
   const at::Tensor ci = window_index(own.c0, own.c1, r, cols, box.c0, box.cols(), "column").to(dev);
   auto padded = [&](const at::Tensor& t) {
-    return t.to(at::kDouble).index_select(0, ri).index_select(1, ci).unsqueeze(0).unsqueeze(0);
+    return t.index_select(0, ri).index_select(1, ci).to(at::kDouble).unsqueeze(0).unsqueeze(0);
   };
   const at::Tensor p = padded(x), q = padded(ref);
   // The normalised 1D Gaussian of scipy.ndimage.gaussian_filter.
@@ -72,6 +99,24 @@ SsimSum ssim_sum(const at::Tensor& x, const at::Tensor& ref, const Box& box, con
   if (a1 <= a0 || b1 <= b0) return out;
   out.sum = s.narrow(0, a0 - own.r0, a1 - a0).narrow(1, b0 - own.c0, b1 - b0).sum().item<double>();
   out.count = (a1 - a0) * (b1 - b0);
+  return out;
+}
+
+}  // namespace
+
+SsimSum ssim_sum(const at::Tensor& x, const at::Tensor& ref, const Box& box, const Box& own, int64_t rows,
+                 int64_t cols, double data_range, const SsimOptions& o) {
+  if (x.dim() != 2 || x.sizes() != ref.sizes() || x.size(0) != box.rows() || x.size(1) != box.cols())
+    throw Error("SSIM: x and ref must both be [" + std::to_string(box.rows()) + ", " + std::to_string(box.cols()) + "]");
+  // In strips of rows, so that the float64 work stays within strip_workspace_bytes whatever the
+  // tile's size (a whole 16384² tile would need some 24 GB).
+  const int64_t step = strip_rows(own.cols(), o.radius());
+  SsimSum out;
+  for (int64_t r0 = own.r0; r0 < own.r1; r0 += step) {
+    const Box strip{r0, std::min(own.r1, r0 + step), own.c0, own.c1};
+    const SsimSum part = ssim_strip(x, ref, box, strip, rows, cols, data_range, o);
+    out.sum += part.sum, out.count += part.count;
+  }
   return out;
 }
 

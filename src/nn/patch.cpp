@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <functional>
 
 namespace pnp::nn {
@@ -38,16 +39,25 @@ std::vector<PatchRange> patch_ranges(int64_t size, int64_t patch, int64_t overla
 }
 
 at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, int64_t patch, int64_t overlap) {
+  const int64_t nsp = std::max<int64_t>(x.dim() - 2, 0);
+  return denoise_patched(ex, x, sigma, std::vector<int64_t>(static_cast<size_t>(nsp), std::max<int64_t>(patch, 0)), overlap);
+}
+
+at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, const std::vector<int64_t>& patch,
+                           int64_t overlap) {
   if (x.dim() != 4 && x.dim() != 5)
     throw InputError("denoise_patched: input must be [B, C, H, W] or [B, C, D, H, W], got " +
                      shape_string(x.sizes().vec()));
-  if (patch <= 0) return ex.forward(x, sigma);
-  if (overlap < 0) overlap = ex.receptive_radius();
   const int nsp = static_cast<int>(x.dim()) - 2;
+  if (static_cast<int>(patch.size()) != nsp)
+    throw InputError("denoise_patched: " + std::to_string(patch.size()) + " patch sizes for " + std::to_string(nsp) +
+                     " spatial axes");
+  if (std::all_of(patch.begin(), patch.end(), [](int64_t p) { return p <= 0; })) return ex.forward(x, sigma);
+  if (overlap < 0) overlap = ex.receptive_radius();
   std::vector<std::vector<PatchRange>> axes;
   bool single = true;
   for (int d = 0; d < nsp; ++d) {
-    axes.push_back(patch_ranges(x.size(2 + d), patch, overlap, ex.alignment()));
+    axes.push_back(patch_ranges(x.size(2 + d), patch[static_cast<size_t>(d)], overlap, ex.alignment()));
     single = single && axes.back().size() == 1;
   }
   if (single) return ex.forward(x, sigma);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "checkpoint.hpp"
+#include "pnp/device.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
 #include "pnp/watchdog.hpp"
@@ -160,7 +161,7 @@ std::vector<std::string> timer_slots() {
 
 // Rank 0's lines before the loop: the memory plan, and where a resumed run starts.
 void announce(const Config& cfg, const PnpRecord& rec, bool resumed, int64_t start, int64_t iters) {
-  if (cfg.denoiser.memory_limit_gb > 0 || rec.memory.patch > 0) {
+  if (cfg.denoiser.memory_limit_gb > 0 || rec.memory.patched()) {
     std::printf("memory rank 0: %s\n", rec.memory.describe().c_str());
     std::fflush(stdout);
   }
@@ -174,7 +175,7 @@ void announce(const Config& cfg, const PnpRecord& rec, bool resumed, int64_t sta
 DenoiseSettings denoise_settings(const Config& cfg, const PnpRecord& rec, int64_t start) {
   DenoiseSettings ds;
   ds.sigma = rec.sigma[static_cast<size_t>(start)];
-  ds.patch = rec.memory.patch;
+  ds.patch_rows = rec.memory.patch_rows, ds.patch_cols = rec.memory.patch_cols;
   ds.overlap = rec.memory.overlap;
   ds.alpha = cfg.solver.relaxation;
   ds.clamp = cfg.solver.clamp != "none";
@@ -258,7 +259,11 @@ class PnpLoop {
   void measure(int64_t it) {
     const size_t i = static_cast<size_t>(it);
     Watchdog::beat("metrics");
-    if (!p_.quality.measure(p_.s.x, p_.s.p, rec_.residual[i], rec_.psnr[i], rec_.ssim[i]))
+    // The metrics' own peak (between two phases: the phases' peaks are read already).
+    reset_device_peak(p_.device);
+    const bool finite = p_.quality.measure(p_.s.x, p_.s.p, rec_.residual[i], rec_.psnr[i], rec_.ssim[i]);
+    rec_.metrics_peak_bytes = std::max(rec_.metrics_peak_bytes, device_peak_bytes(p_.device));
+    if (!finite)
       throw CollectiveError("the iteration diverged: the residual or the image is not finite after iteration " +
                                 std::to_string(it + 1) + " (lower solver.step_scale, or clamp with solver.clamp)",
                             /*input_error=*/true);  // every rank: measure() reduces over the ranks
@@ -351,7 +356,9 @@ class PnpLoop {
     rec_.x_own = p_.s.x;
     rec_.compile_seconds = compile_seconds();
     rec_.graphs_captured = p_.runner.captured();
-    rec_.peak_bytes = p_.timer.peak_bytes();
+    // the phases', the set-up's, and what came after the last phase (the last metrics)
+    rec_.peak_bytes = std::max({p_.timer.peak_bytes(), rec_.setup_peak_bytes, rec_.metrics_peak_bytes,
+                                device_peak_bytes(p_.device)});
     for (int ph = 0; ph < kPhaseCount; ++ph) rec_.phase_peak_bytes.push_back(p_.timer.phase_peak_bytes(ph));
     rec_.phase_peak_bytes.push_back(rec_.peak_bytes);
     for (double b : rec_.bytes_per_iteration) rec_.bytes_sent += static_cast<int64_t>(b);
@@ -392,13 +399,14 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 
   PhaseTimer timer(device, timer_slots(), iters);
   // Patch size: as configured, or chosen within denoiser.memory_limit_gb.
-  rec.memory = plan_memory(cfg, den.graph, me.ext, prob.geom.n_angles(), prob.geom.n_det);
+  rec.memory = plan_memory(cfg, den.graph, me, prob.geom.n_angles(), prob.geom.n_det, prob.has_truth());
   if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
 
   HaloPlan halo(comm, d, opts);
   GradientRegion gradient(prob, own, comm, s, rec.step);
   DenoiseRegion denoise(me, halo, den, s, denoise_settings(cfg, rec, start));
   StepRunner runner(cfg.compile.mode, cfg.compile.cuda_graphs, device, comm, gradient, denoise, timer);
+  rec.setup_peak_bytes = device_peak_bytes(device);  // the timer's first phase resets it
   const PnpLoop::Parts parts{cfg, d, comm, prob, den, device, resume, rec, series, s, quality, timer, denoise, runner};
   PnpLoop(parts, t_start, setup_seconds).run();
   return rec;

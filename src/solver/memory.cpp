@@ -1,89 +1,226 @@
-// Device memory estimate of one rank and the patch size for denoiser.memory_limit_gb
+// Device memory estimate of one rank and the denoiser patches for denoiser.memory_limit_gb
 // (include/pnp/solver.hpp, plan_memory).
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "pnp/io.hpp"
+#include "pnp/metrics.hpp"
 #include "pnp/nn/patch.hpp"
 #include "pnp/roofline.hpp"
 #include "pnp/solver.hpp"
 
 namespace pnp {
 
+namespace {
+
+// The native executor's convolution workspaces and allocator rounding, as a fraction of its
+// activations (measured on the GPU: docs/performance.md#memory-budget).
+constexpr double kNativeWorkspace = 0.10;
+
+int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+// One axis's tiling: the patch size handed to patch_ranges (0 = the whole axis), its ranges,
+// the pixels they compute along the axis and their distinct extents.
+struct AxisTiling {
+  int64_t patch = 0;
+  std::vector<nn::PatchRange> ranges;
+  int64_t computed = 0;
+  std::set<int64_t> extents;
+};
+
+AxisTiling tiling(int64_t size, int64_t patch, int64_t overlap, int64_t align) {
+  AxisTiling t;
+  t.ranges = nn::patch_ranges(size, patch, overlap, align);
+  t.patch = t.ranges.size() > 1 ? patch : 0;
+  for (const auto& r : t.ranges) t.computed += r.in1 - r.in0, t.extents.insert(r.in1 - r.in0);
+  return t;
+}
+
+// Every distinct tiling of an axis, fewest patches first (for each count, the largest patch
+// that gives it): the whole axis, then 2, 3, ... patches down to cores of one alignment unit.
+std::vector<AxisTiling> axis_tilings(int64_t size, int64_t overlap, int64_t align) {
+  std::vector<AxisTiling> out{tiling(size, 0, overlap, align)};
+  const int64_t ov = round_up(overlap, align);
+  for (int64_t n = 2; n <= size; ++n) {
+    const int64_t core = round_up((size + n - 1) / n, align);
+    const int64_t patch = core + 2 * ov;
+    if (patch >= size) continue;  // still one call
+    AxisTiling t = tiling(size, patch, overlap, align);
+    if (t.ranges.size() > out.back().ranges.size()) out.push_back(std::move(t));
+    if (core <= align) break;
+  }
+  return out;
+}
+
+std::string gb(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f", std::ceil(bytes / 1e8) / 10);
+  return b;
+}
+
+}  // namespace
+
 std::string MemoryPlan::describe() const {
-  std::string o = "about " + human_bytes(total()) + " (solver " + human_bytes(solver) + ", weights " +
-                  human_bytes(weights) + ", denoiser activations " + human_bytes(activations) + ", workspace " +
-                  human_bytes(workspace) + ")";
-  if (patch > 0)
-    o += ", patches of " + std::to_string(patch) + " px (overlap " + std::to_string(overlap) + ", " +
-         std::to_string(patch_shapes) + " shape" + (patch_shapes > 1 ? "s" : "") + ")";
-  else
+  std::string o = "about " + human_bytes(total()) + " (solver " + human_bytes(solver);
+  if (quality > 0) o += ", metrics " + human_bytes(quality);
+  o += ", weights " + human_bytes(weights) + ", denoiser activations " + human_bytes(activations) + ", workspace " +
+       human_bytes(workspace);
+  if (patching > 0) o += ", patching " + human_bytes(patching);
+  if (other > 0) o += ", other stages +" + human_bytes(other);
+  o += ")";
+  if (patched()) {
+    char red[32];
+    std::snprintf(red, sizeof red, "%.3f", redundancy);
+    o += ", " + std::to_string(patches) + " patches of " + std::to_string(patch_rows) + " x " +
+         std::to_string(patch_cols) + " px (overlap " + std::to_string(overlap) + ", " + std::to_string(patch_shapes) +
+         " shape" + (patch_shapes > 1 ? "s" : "") + ", redundancy " + red + ")";
+  } else {
     o += ", whole tile";
+  }
   return o;
 }
 
-MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const Box& ext, int64_t angles, int64_t detectors) {
+namespace {
+
+// The estimate of one rank's tile for any tiling of its axes (walks cached per patch shape).
+class Estimator {
+ public:
+  Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors, bool truth);
+  MemoryPlan operator()(const AxisTiling& tr, const AxisTiling& tc);
+  AxisTiling rows(int64_t patch) const { return tiling(ext_.rows(), patch, base_.overlap, align_); }
+  AxisTiling cols(int64_t patch) const { return tiling(ext_.cols(), patch, base_.overlap, align_); }
+  std::vector<AxisTiling> row_tilings() const { return axis_tilings(ext_.rows(), base_.overlap, align_); }
+  std::vector<AxisTiling> col_tilings() const { return axis_tilings(ext_.cols(), base_.overlap, align_); }
+  int64_t align() const { return align_; }
+  int64_t overlap() const { return base_.overlap; }
+
+ private:
+  const roofline::ActivationMemory& walk(int64_t h, int64_t w);
+  const nn::Graph& g_;
+  Box ext_;
+  int64_t channels_ = 1, eb_ = 4, align_ = 1;
+  bool eager_ = true;
+  double ext_px_ = 0, physics_ = 0, setup_ = 0, metrics_strips_ = 0;
+  MemoryPlan base_;
+  std::map<std::pair<int64_t, int64_t>, roofline::ActivationMemory> walks_;
+};
+
+Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors,
+                     bool truth)
+    : g_(g), ext_(tile.ext) {
   const auto& dc = cfg.denoiser;
-  const int64_t eb = at::elementSize(denoiser_dtype(dc));
+  const Box& own = tile.own;
+  channels_ = dc.channels;
+  eb_ = at::elementSize(denoiser_dtype(dc));
   // Inductor's buffer plan is its own: estimated as eager's.
-  const bool eager = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
-  const auto style = eager ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
-  const int64_t align = g.alignment();
-  const double pixels = static_cast<double>(ext.size());
+  eager_ = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
+  align_ = g.alignment();
+  const double own_px = static_cast<double>(own.size()), sino = static_cast<double>(angles * detectors);
+  ext_px_ = static_cast<double>(ext_.size());
+  base_.overlap = dc.patch_overlap > 0 ? dc.patch_overlap : nn::receptive_radius(g);
+  base_.solver = 4.0 * (3 * own_px + ext_px_ + 2 * sino);  // x, gradient, truth, extended z; data, projection
+  const int64_t r = metrics::SsimOptions{}.radius(), n = cfg.problem.size;
+  if (truth && !own.empty()) {
+    const double rows = static_cast<double>(std::min(own.r1 + r, n) - std::max<int64_t>(own.r0 - r, 0));
+    const double cols = static_cast<double>(std::min(own.c1 + r, n) - std::max<int64_t>(own.c0 - r, 0));
+    base_.quality = 2 * 4.0 * rows * cols;
+    metrics_strips_ = metrics::strip_workspace_bytes(own.cols(), r);
+  }
+  // The stages besides the denoiser's: the projections stage the tile (a transposed, and where
+  // needed an aligned, copy); the set-up (before the loop's buffers) projects the truth in
+  // float64 and runs the power method (three float32 images, two float64 squares).
+  physics_ = 2 * 4.0 * own_px;
+  setup_ = 4.0 * (own_px + sino) + std::max(8.0 * (2 * own_px + 2 * sino), 4.0 * (5 * own_px + sino) + 16.0 * own_px);
+}
 
-  MemoryPlan base;
-  base.overlap = dc.patch_overlap > 0 ? dc.patch_overlap : nn::receptive_radius(g);
-  // float32 solver state: x, gradient, truth (owned, bounded by the extended tile), z and z
-  // extended, the denoised tile; data, partial and full projections.
-  base.solver = 4.0 * pixels * 6 + 4.0 * static_cast<double>(angles * detectors) * 3;
+const roofline::ActivationMemory& Estimator::walk(int64_t h, int64_t w) {
+  auto it = walks_.find({h, w});
+  if (it == walks_.end()) {
+    const auto style = eager_ ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
+    it = walks_.emplace(std::make_pair(h, w), roofline::activation_memory(g_, {1, channels_, h, w}, eb_, style)).first;
+  }
+  return it->second;
+}
 
-  // The walk per distinct patch shape, once: the search below revisits the same extents.
-  std::map<std::pair<int64_t, int64_t>, roofline::ActivationMemory> walks;
-  auto walk = [&](int64_t h, int64_t w) -> const roofline::ActivationMemory& {
-    auto it = walks.find({h, w});
-    if (it == walks.end()) it = walks.emplace(std::make_pair(h, w), roofline::activation_memory(g, {1, dc.channels, h, w}, eb, style)).first;
-    return it->second;
-  };
-  auto estimate = [&](int64_t patch) {
-    MemoryPlan m = base;
-    m.patch = patch;
-    std::set<int64_t> rows, cols;
-    const auto rr = nn::patch_ranges(ext.rows(), patch, m.overlap, align);
-    const auto rc = nn::patch_ranges(ext.cols(), patch, m.overlap, align);
-    for (const auto& r : rr) rows.insert(r.in1 - r.in0);
-    for (const auto& r : rc) cols.insert(r.in1 - r.in0);
-    if (rr.size() * rc.size() == 1) m.patch = 0;  // one call on the whole tile
-    m.patch_shapes = static_cast<int>(rows.size() * cols.size());
-    double largest = 0;
-    for (int64_t h : rows)
-      for (int64_t w : cols) {
-        const auto& a = walk(h, w);
-        m.activations = eager ? std::max(m.activations, a.peak_bytes) : m.activations + a.peak_bytes;
-        m.weights = a.weights_bytes;
-        largest = std::max(largest, a.largest_bytes);
-      }
-    m.workspace = eager ? 2 * largest : 0.1 * m.activations;
-    if (m.patch > 0) m.solver += static_cast<double>(eb) * pixels;  // the patched output
-    return m;
-  };
+MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc) {
+  MemoryPlan m = base_;
+  m.patches = static_cast<int64_t>(tr.ranges.size() * tc.ranges.size());
+  m.patch_rows = m.patched() ? (tr.patch ? *tr.extents.rbegin() : ext_.rows()) : 0;
+  m.patch_cols = m.patched() ? (tc.patch ? *tc.extents.rbegin() : ext_.cols()) : 0;
+  m.patch_shapes = static_cast<int>(tr.extents.size() * tc.extents.size());
+  m.redundancy = static_cast<double>(tr.computed) * static_cast<double>(tc.computed) / ext_px_;
+  double largest = 0;
+  for (int64_t h : tr.extents)
+    for (int64_t w : tc.extents) {
+      const auto& a = walk(h, w);
+      m.activations = eager_ ? std::max(m.activations, a.peak_bytes) : m.activations + a.peak_bytes;
+      m.weights = a.weights_bytes;
+      largest = std::max(largest, a.largest_bytes);
+    }
+  m.workspace = eager_ ? 2 * largest : kNativeWorkspace * m.activations;
+  const double patch_px = static_cast<double>(*tr.extents.rbegin()) * static_cast<double>(*tc.extents.rbegin());
+  // the gathered output; one patch's contiguous input (float32) and its output copy
+  m.patching = m.patched() ? static_cast<double>(eb_) * ext_px_ + (4.0 + static_cast<double>(eb_)) * patch_px
+                           : static_cast<double>(eb_) * ext_px_;
+  const double resident = m.solver + m.quality + m.weights;
+  const double denoise = m.activations + m.workspace + m.patching;
+  const double others = (eager_ ? 0 : m.activations) + std::max(physics_, metrics_strips_);
+  const double total = std::max(resident + std::max(denoise, others), setup_ + m.weights);
+  m.other = total - (resident + denoise);
+  return m;
+}
 
-  if (dc.patch_size > 0) return estimate(dc.patch_size);
-  MemoryPlan whole = estimate(0);
+}  // namespace
+
+MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles,
+                           int64_t detectors, bool truth, int64_t patch_rows, int64_t patch_cols) {
+  Estimator est(cfg, g, tile, angles, detectors, truth);
+  return est(est.rows(patch_rows), est.cols(patch_cols));
+}
+
+MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors,
+                       bool truth) {
+  const auto& dc = cfg.denoiser;
+  Estimator est(cfg, g, tile, angles, detectors, truth);
+  if (dc.patch_size > 0) return est(est.rows(dc.patch_size), est.cols(dc.patch_size));
+  const MemoryPlan whole = est(est.rows(0), est.cols(0));
   const double limit = dc.memory_limit_gb * 1e9;
   if (limit <= 0 || whole.total() <= limit) return whole;
-  const int64_t ov = (base.overlap + align - 1) / align * align;
-  const int64_t smallest = 2 * ov + align;
-  const int64_t longest = std::max(ext.rows(), ext.cols());
-  for (int64_t p = (longest - 1) / align * align; p >= smallest; p -= align) {
-    MemoryPlan m = estimate(p);
-    if (m.total() <= limit) return m;
+
+  // The fewest computed pixels within the limit: for each row tiling (fewest patches first),
+  // the column tiling with the fewest patches that fits (memory falls as patches shrink), until
+  // the row tiling's own work already exceeds the best found.
+  const auto rows = est.row_tilings(), cols = est.col_tilings();
+  const double ext_cols = static_cast<double>(tile.ext.cols()), ext_px = static_cast<double>(tile.ext.size());
+  MemoryPlan best;
+  bool found = false;
+  for (const auto& tr : rows) {
+    if (found && static_cast<double>(tr.computed) * ext_cols / ext_px >= best.redundancy) break;
+    if (est(tr, cols.back()).total() > limit) continue;
+    size_t lo = 0, hi = cols.size() - 1;  // cols[hi] fits
+    while (lo < hi) {
+      const size_t mid = (lo + hi) / 2;
+      if (est(tr, cols[mid]).total() <= limit)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    const MemoryPlan m = est(tr, cols[hi]);
+    if (!found || m.redundancy < best.redundancy || (m.redundancy == best.redundancy && m.patches < best.patches))
+      best = m, found = true;
   }
-  const MemoryPlan least = estimate(std::min(smallest, longest));
+  if (found) return best;
+  const MemoryPlan least = est(rows.back(), cols.back());
+  const int64_t ov = round_up(est.overlap(), est.align());
   throw InputError("denoiser.memory_limit_gb = " + std::to_string(dc.memory_limit_gb) + " GB is too small for tile " +
-                   to_string(ext) + ": the whole tile needs " + whole.describe() + "; the smallest patch (" +
-                   std::to_string(smallest) + " px = 2 x overlap " + std::to_string(ov) + " + alignment " +
-                   std::to_string(align) + ") still needs " + human_bytes(least.total()) +
+                   to_string(tile.ext) + ": the whole tile needs " + whole.describe() + "; the smallest patches (" +
+                   std::to_string(2 * ov + est.align()) + " px = 2 x overlap " + std::to_string(ov) + " + alignment " +
+                   std::to_string(est.align()) + ") still need " + human_bytes(least.total()) +
+                   ". The smallest limit that would do is denoiser.memory_limit_gb = " + gb(least.total()) +
                    ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
 }
 
@@ -95,8 +232,12 @@ std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg) {
 
 std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g) {
   const auto [k, det] = sinogram_dims(cfg);
+  const bool truth = cfg.problem.sinogram.empty() ||
+                     io::read_dxchange_shapes(cfg.problem.sinogram, {cfg.problem.data_path, cfg.problem.theta_path,
+                                                                     cfg.problem.ground_truth_path})
+                         .has_truth;
   std::vector<MemoryPlan> plans;
-  for (const auto& t : plan.decomp.tiles) plans.push_back(plan_memory(cfg, g, t.ext, k, det));
+  for (const auto& t : plan.decomp.tiles) plans.push_back(plan_memory(cfg, g, t, k, det, truth));
   return plans;
 }
 

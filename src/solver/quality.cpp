@@ -35,7 +35,7 @@ bool QualityMonitor::measure(const at::Tensor& x, const at::Tensor& p, double& r
   residual = y_norm_ > 0 ? std::sqrt(res2) / y_norm_ : nan;
   if (!std::isfinite(res2)) return false;
   if (!prob_.has_truth()) return true;
-  const double se = comm_.sum((x - prob_.truth_own).square().sum().item<double>());
+  const double se = comm_.sum(metrics::squared_error_sum(x, prob_.truth_own));  // in strips: bounded memory
   const double mse = se / static_cast<double>(d_.n * d_.n);
   if (!std::isfinite(mse)) return false;
   psnr = mse > 0 ? 10.0 * std::log10(range_ * range_ / mse) : INFINITY;

@@ -106,6 +106,8 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
   collectively(world, [&] {
     resolve_problem_sizes(p.cfg);
     p.device = choose_device(cfg.distributed.device, local_rank);
+    // On the CPU the run's tensor memory is counted from here on, as CUDA's allocator counts it.
+    if (p.device.is_cpu()) count_host_allocations();
     // compile.tf32 = true keeps PyTorch's defaults (TF32 in cuDNN convolutions); false makes
     // every convolution and matrix product strict fp32 (the inductor packages call ATen's).
     if (!cfg.compile.tf32) {
@@ -117,8 +119,8 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
     p.exec = plan_execution(c, size, p.graph, p.device);
     const Box& ext = p.exec.decomp.tile(rank).ext;
     nn::infer_output_shape(p.graph, {1, c.denoiser.channels, ext.rows(), ext.cols()});
-    p.work = denoiser_work(c, p.exec.decomp, p.graph);
     p.memory = memory_plans(c, p.exec, p.graph);  // InputError on every rank when a memory limit cannot be met
+    p.work = denoiser_work(c, p.exec.decomp, p.graph, p.memory);
     // A problem the machine cannot hold is refused now, with the estimate --dry-run prints.
     const MemoryPlan& m = p.memory[static_cast<size_t>(rank)];
     const double avail = p.device.is_cuda() ? static_cast<double>(device_total_bytes(p.device))
@@ -211,7 +213,21 @@ GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
   g.peak = gather_columns(comm, {double(rec.peak_bytes)});
   g.sent = gather_columns(comm, {double(rec.bytes_sent)});
   g.bytes = gather_columns(comm, rec.bytes_per_iteration);
-  g.patch = gather_columns(comm, {double(rec.memory.patch)});
+  g.setup_peak = gather_columns(comm, {double(rec.setup_peak_bytes)});
+  g.metrics_peak = gather_columns(comm, {double(rec.metrics_peak_bytes)});
+  {
+    const MemoryPlan& m = rec.memory;
+    const auto cols = gather_columns(comm, {double(m.patch_rows), double(m.patch_cols), double(m.overlap),
+                                            double(m.patches), double(m.patch_shapes), m.redundancy});
+    const size_t ranks = cols.size() / 6;  // [6 x ranks] on rank 0
+    for (size_t q = 0; q < ranks; ++q) {
+      auto at = [&](size_t i) { return cols[i * ranks + q]; };
+      MemoryPlan p;
+      p.patch_rows = int64_t(at(0)), p.patch_cols = int64_t(at(1)), p.overlap = int64_t(at(2));
+      p.patches = int64_t(at(3)), p.patch_shapes = int(at(4)), p.redundancy = at(5);
+      g.memory.push_back(p);
+    }
+  }
   g.estimate = gather_columns(comm, {rec.memory.total()});
   for (int64_t b : rec.phase_peak_bytes) g.phase_peak.push_back(gather_columns(comm, {double(b)}));
   g.first = comm.max(rec.first_iteration);

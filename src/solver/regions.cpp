@@ -41,7 +41,7 @@ void DenoiseRegion::run(PhaseTimer* timer) {
   timed(timer, slot(Phase::halo_exchange), [&] { halo_.exchange(s_.z_ext); });
   at::Tensor d_own;
   timed(timer, slot(Phase::denoise), [&] {
-    at::Tensor dz = nn::denoise_patched(*den_.executor, z4_, set_.sigma, set_.patch, set_.overlap);
+    at::Tensor dz = nn::denoise_patched(*den_.executor, z4_, set_.sigma, {set_.patch_rows, set_.patch_cols}, set_.overlap);
     d_own = dz.view({ext.rows(), ext.cols()}).narrow(0, own.r0 - ext.r0, own.rows()).narrow(1, own.c0 - ext.c0, own.cols());
   });
   timed(timer, slot(Phase::clamp), [&] {

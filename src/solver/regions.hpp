@@ -50,7 +50,7 @@ class GradientRegion {
 
 struct DenoiseSettings {
   double sigma = 0.01;    // given to the denoiser
-  int64_t patch = 0;      // 0 = the whole extended tile
+  int64_t patch_rows = 0, patch_cols = 0;  // input extent of a patch; 0 = the whole extended tile
   int64_t overlap = 0;
   double alpha = 1.0;     // relaxation: x = (1 - alpha) z + alpha D(z)
   bool clamp = true;

@@ -1,11 +1,16 @@
 // The denoiser work of each rank (include/pnp/solver.hpp, DenoiserWork): what the halo mode
 // costs in FLOPs and exchanged bytes, counted on the IR before anything runs.
+#include <map>
+#include <utility>
+
+#include "pnp/nn/patch.hpp"
 #include "pnp/roofline.hpp"
 #include "pnp/solver.hpp"
 
 namespace pnp {
 
-std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& d, const nn::Graph& whole) {
+std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& d, const nn::Graph& whole,
+                                        const std::vector<MemoryPlan>& memory) {
   const int ranks = static_cast<int>(d.tiles.size());
   const int64_t c = cfg.denoiser.channels;
   const double total = roofline::count(whole, {1, c, d.n, d.n}).flops;
@@ -23,6 +28,24 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
       w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
     } else {
       w.flops = roofline::count(whole, {1, c, t.ext.rows(), t.ext.cols()}).flops;
+      if (static_cast<size_t>(r) < memory.size() && memory[static_cast<size_t>(r)].patched()) {
+        const MemoryPlan& m = memory[static_cast<size_t>(r)];
+        const auto rows = nn::patch_ranges(t.ext.rows(), m.patch_rows, m.overlap, whole.alignment());
+        const auto cols = nn::patch_ranges(t.ext.cols(), m.patch_cols, m.overlap, whole.alignment());
+        std::map<std::pair<int64_t, int64_t>, double> per_shape;  // a few distinct shapes, many patches
+        double patched = 0;
+        for (const auto& a : rows)
+          for (const auto& b : cols) {
+            const std::pair<int64_t, int64_t> hw{a.in1 - a.in0, b.in1 - b.in0};
+            auto it = per_shape.find(hw);
+            if (it == per_shape.end())
+              it = per_shape.emplace(hw, roofline::count(whole, {1, c, hw.first, hw.second}).flops).first;
+            patched += it->second;
+          }
+        w.patch_redundancy = w.flops > 0 ? patched / w.flops : 1;
+        w.patches = static_cast<int64_t>(rows.size() * cols.size());
+        w.flops = patched;
+      }
       for (const auto& s : t.sends) w.exchange_bytes += s.box.size() * 4 * c;
       w.messages = static_cast<int64_t>(t.sends.size());
       w.exchanges = t.sends.empty() && t.recvs.empty() ? 0 : 1;

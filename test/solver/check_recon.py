@@ -1,6 +1,6 @@
 """Checks pnp_recon outputs: the schema of docs/output_schema.md, and that runs on several
 rank counts give the 1-rank reconstruction to within 1e-5 relative. Outputs given as
---patched=FILE must also have run the denoiser in patches (/memory/patch_size > 0 on every rank);
+--patched=FILE must also have run the denoiser in patches (/memory/patches > 1 on every rank);
 outputs given as --layer=FILE must have run with distributed.halo_mode = "layer": no input halo,
 tile starts on the denoiser's alignment, and (on more than one rank) no redundant denoiser work.
 usage: check_recon.py REFERENCE.h5 OTHER.h5 ... [--patched=OTHER.h5 ...] [--layer=OTHER.h5 ...]"""
@@ -42,7 +42,8 @@ def check_schema(path):
         assert np.all(used <= first + 1e-3), (used, first, path)
         assert f["/memory/peak_bytes"].shape == (ranks,)
         assert f["/memory/estimated_bytes"].shape == (ranks,) and np.all(f["/memory/estimated_bytes"][()] > 0)
-        assert f["/memory/patch_size"].shape == (ranks,) and np.all(f["/memory/patch_size"][()] >= 0)
+        assert f["/memory/patch_shape"].shape == (ranks, 2) and np.all(f["/memory/patch_shape"][()] >= 0)
+        assert f["/memory/patches"].shape == (ranks,) and np.all(f["/memory/patches"][()] >= 1)
         assert f["/decomposition/boxes"].shape == (ranks, 4)
         boxes = f["/decomposition/boxes"][()]
         n = f["/reconstruction"].shape[0]
@@ -55,7 +56,7 @@ def check_schema(path):
             if isinstance(obj, h5py.Dataset):
                 assert "units" in obj.attrs and "description" in obj.attrs, f"{path}: {name} lacks units/description"
         f.visititems(visit)
-        return f["/reconstruction"][()], f["/metrics/psnr"][()], ranks, f["/memory/patch_size"][()]
+        return f["/reconstruction"][()], f["/metrics/psnr"][()], ranks, f["/memory/patches"][()]
 
 
 def check_layer(path):
@@ -87,8 +88,8 @@ for arg in sys.argv[2:]:
         check_layer(other)
     x, psnr, ranks, patch = check_schema(other)
     if arg.startswith("--patched="):
-        assert np.all(patch > 0), f"{other}: expected a patched denoiser, got patch sizes {patch}"
-        print(f"{other}: patch sizes {patch}")
+        assert np.all(patch > 1), f"{other}: expected a patched denoiser, got {patch} patches per rank"
+        print(f"{other}: {patch} patches per rank")
     rel = np.linalg.norm(x - ref) / np.linalg.norm(ref)
     print(f"{other}: {ranks} ranks, relative difference to 1 rank {rel:.3e}, PSNR {psnr[-1]:.4f} vs {ref_psnr[-1]:.4f} dB")
     assert rel < 1e-5, f"{other}: differs from the 1-rank reconstruction by {rel:.3e}"

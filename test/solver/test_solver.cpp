@@ -200,49 +200,90 @@ TEST_CASE("bf16 denoiser: the solver state stays float32 and the reconstruction 
   CHECK_THROWS_AS(make_denoiser(bad, at::kCPU), InputError);
 }
 
-TEST_CASE("memory plan: the largest aligned patch within denoiser.memory_limit_gb") {
+namespace {
+// The pixels a tiling of both axes computes, over the tile's: what plan_memory minimises.
+double computed_over_tile(int64_t size, int64_t patch_r, int64_t patch_c, int64_t overlap, int64_t align) {
+  auto sum = [&](int64_t patch) {
+    int64_t s = 0;
+    for (const auto& r : nn::patch_ranges(size, patch, overlap, align)) s += r.in1 - r.in0;
+    return static_cast<double>(s);
+  };
+  return sum(patch_r) * sum(patch_c) / static_cast<double>(size * size);
+}
+}  // namespace
+
+TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit_gb") {
   Config c = gd_config();
   c.problem.size = 1024;
   c.denoiser.architecture = "drunet";
-  c.compile.mode = CompileMode::pre;
   const nn::Graph g = denoiser_graph(c.denoiser);
-  const Box ext{0, 1024, 0, 1024};
-  const MemoryPlan whole = plan_memory(c, g, ext, 100, 1449);
-  CHECK(whole.patch == 0);
-  CHECK(whole.overlap == nn::receptive_radius(g));
-  CHECK(whole.activations > 0);
-  CHECK(whole.total() == doctest::Approx(whole.solver + whole.weights + whole.activations + whole.workspace));
+  TilePlan tile;
+  tile.own = tile.ext = Box{0, 1024, 0, 1024};
+  for (CompileMode mode : {CompileMode::none, CompileMode::pre}) {
+    CAPTURE(to_string(mode));
+    c.compile.mode = mode;
+    c.denoiser.memory_limit_gb = 0;
+    const MemoryPlan whole = plan_memory(c, g, tile, 100, 1449, true);
+    CHECK(whole.patches == 1);
+    CHECK(whole.patch_rows == 0);
+    CHECK(whole.redundancy == 1);
+    CHECK(whole.overlap == nn::receptive_radius(g));
+    CHECK(whole.activations > 0);
+    CHECK(whole.quality > 0);
+    CHECK(plan_memory(c, g, tile, 100, 1449, false).quality == 0);  // no truth, no metrics boxes
 
-  // A limit between the smallest patch and the whole tile: the chosen patch fits, the next
-  // aligned size up does not, and it is one compiled shape (uniform patches on a 1024 tile).
-  c.denoiser.memory_limit_gb = 0.6 * whole.total() / 1e9;
-  const MemoryPlan m = plan_memory(c, g, ext, 100, 1449);
-  CAPTURE(m.describe());
-  REQUIRE(m.patch > 0);
-  CHECK(m.patch % g.alignment() == 0);
-  CHECK(m.total() <= c.denoiser.memory_limit_gb * 1e9);
-  CHECK(m.patch_shapes == 1);
-  Config up = c;
-  up.denoiser.memory_limit_gb = 0;
-  up.denoiser.patch_size = m.patch + g.alignment();
-  CHECK(plan_memory(up, g, ext, 100, 1449).total() > c.denoiser.memory_limit_gb * 1e9);
+    // A limit between the smallest patches and the whole tile: the plan fits, and no tiling of
+    // the two axes (every aligned patch size along each) that fits computes fewer pixels.
+    c.denoiser.memory_limit_gb = 0.7 * whole.total() / 1e9;
+    const MemoryPlan m = plan_memory(c, g, tile, 100, 1449, true);
+    CAPTURE(m.describe());
+    REQUIRE(m.patched());
+    CHECK(m.total() <= c.denoiser.memory_limit_gb * 1e9);
+    CHECK(m.redundancy == doctest::Approx(computed_over_tile(1024, m.patch_rows, m.patch_cols, m.overlap, g.alignment())));
+    const int64_t align = g.alignment(), smallest = 2 * ((m.overlap + align - 1) / align * align) + align;
+    std::vector<int64_t> sizes{0};
+    for (int64_t p = smallest; p < 1024; p += align) sizes.push_back(p);
+    double best = 1e300;
+    for (int64_t pr : sizes)
+      for (int64_t pc : sizes) {
+        const MemoryPlan e = estimate_memory(c, g, tile, 100, 1449, true, pr, pc);
+        if (e.total() <= c.denoiser.memory_limit_gb * 1e9) best = std::min(best, e.redundancy);
+      }
+    CHECK(m.redundancy == doctest::Approx(best));
 
-  // bf16 halves weights and activations, so a larger patch (or the whole tile) fits.
-  Config bf = c;
-  bf.denoiser.precision = "bf16";
-  const MemoryPlan mb = plan_memory(bf, g, ext, 100, 1449);
-  CHECK((mb.patch == 0 || mb.patch > m.patch));
-  CHECK(plan_memory(up, g, ext, 100, 1449).weights == doctest::Approx(2 * mb.weights));
+    // bf16 halves weights and activations: less redundant patches (or the whole tile) fit.
+    Config bf = c;
+    bf.denoiser.precision = "bf16";
+    const MemoryPlan mb = plan_memory(bf, g, tile, 100, 1449, true);
+    CHECK(mb.redundancy < m.redundancy);
+    CHECK(whole.weights == doctest::Approx(2 * plan_memory(bf, g, tile, 100, 1449, true).weights));
 
-  // An explicit patch size is kept, limit or not.
-  Config fixed = c;
-  fixed.denoiser.patch_size = 400;
-  CHECK(plan_memory(fixed, g, ext, 100, 1449).patch == 400);
+    // An explicit patch size is kept, limit or not (square patches).
+    Config fixed = c;
+    fixed.denoiser.patch_size = 400;
+    const MemoryPlan f = plan_memory(fixed, g, tile, 100, 1449, true);
+    CHECK(f.patch_rows == 400);
+    CHECK(f.patch_cols == 400);
 
-  // A limit below the smallest patch: a clear error that names the numbers and the ways out.
-  c.denoiser.memory_limit_gb = 0.01;
-  CHECK_THROWS_WITH_AS(plan_memory(c, g, ext, 100, 1449), doctest::Contains("the smallest patch (392 px"), InputError);
-  CHECK_THROWS_WITH_AS(plan_memory(c, g, ext, 100, 1449), doctest::Contains("Raise the limit"), InputError);
+    // A limit below the smallest patches: a clear error naming the smallest limit that would do,
+    // and that limit does.
+    c.denoiser.memory_limit_gb = 0.01;
+    std::string msg;
+    try {
+      plan_memory(c, g, tile, 100, 1449, true);
+    } catch (const InputError& e) {
+      msg = e.what();
+    }
+    CAPTURE(msg);
+    const std::string key = "The smallest limit that would do is denoiser.memory_limit_gb = ";
+    const auto at = msg.find(key);
+    REQUIRE(at != std::string::npos);
+    CHECK(msg.find("Raise the limit") != std::string::npos);
+    c.denoiser.memory_limit_gb = std::stod(msg.substr(at + key.size()));
+    CHECK(plan_memory(c, g, tile, 100, 1449, true).total() <= c.denoiser.memory_limit_gb * 1e9);
+    c.denoiser.memory_limit_gb -= 0.15;
+    CHECK_THROWS_AS(plan_memory(c, g, tile, 100, 1449, true), InputError);
+  }
 }
 
 TEST_CASE("the execution plan: halo width and mode, tiles, executor and capture, decided once") {

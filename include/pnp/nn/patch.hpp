@@ -34,5 +34,8 @@ std::vector<int64_t> network_shape(const std::vector<int64_t>& stored, int dim, 
 
 // patch = 0: whole input (one call). overlap < 0: the executor's receptive radius.
 at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, int64_t patch, int64_t overlap);
+// The same with a patch size per spatial axis (0 = that axis whole): rectangular patches.
+at::Tensor denoise_patched(Executor& ex, const at::Tensor& x, double sigma, const std::vector<int64_t>& patch,
+                           int64_t overlap);
 
 }  // namespace pnp::nn
