@@ -138,9 +138,11 @@ clocks_stop() {
 
 # memory_matrix NAME SIZES BUDGETS PRECISIONS MODES [SET ...]
 #   the memory plan against the measured peak (issue 47): pnp_recon on input/study_4096.toml
-#   for every size x budget (denoiser.memory_limit_gb) x precision x compile mode, 2 iterations,
-#   each output read for /memory/{estimated_bytes,peak_bytes,patch_size} and the denoise phase's
-#   stable time into $OUT/NAME.csv (exit 2 rows: the plan refused the budget before any work)
+#   for every size x budget (denoiser.memory_limit_gb) x precision x compile mode, 2 iterations
+#   with the metrics in both (their memory counts too),
+#   each output read for /memory (estimate, peaks, patches) and the denoise phase's time into
+#   $OUT/NAME.csv (exit 2 rows: the plan refused the budget before any work); the runs' logs
+#   into $OUT/NAME_logs/
 memory_matrix() {
   local name=$1 sizes=$2 budgets=$3 precs=$4 modes=$5 n b p m rc
   shift 5
@@ -150,12 +152,14 @@ memory_matrix() {
     stamp "pnp_recon $n² budget $b GB $p $m"
     timeout 240 "$PNP_CALL_BIN/pnp_recon" input/study_4096.toml --set problem.size="$n" \
       --set denoiser.memory_limit_gb="$b" --set denoiser.precision="\"$p\"" --set compile.mode="\"$m\"" \
-      --set solver.iterations=2 --set solver.metrics_every=0 --set distributed.device="\"$PNP_CALL_DEVICE\"" "$@" \
+      --set solver.iterations=2 --set solver.metrics_every=1 --set distributed.device="\"$PNP_CALL_DEVICE\"" "$@" \
       --output "$work/n${n}_b${b}_${p}_${m}.h5" --force >"$work/n${n}_b${b}_${p}_${m}.log" 2>&1
     rc=$?
     echo "rc=$rc"; grep -E "^error|memory|patch" "$work/n${n}_b${b}_${p}_${m}.log" | cut -c1-200 | head -4
     echo "$n,$b,$p,$m,$rc" >>"$work/rows.txt"
   done; done; done; done
   python3 scripts/memory_matrix.py "$work" >"$OUT/$name.csv"
+  mkdir -p "$OUT/${name}_logs" && cp "$work"/*.log "$OUT/${name}_logs/"
+  rm -rf "$work"
   cat "$OUT/$name.csv"
 }
