@@ -13,7 +13,11 @@
 #  3. a 1-rank NCCL communicator in post and fused, its calls captured in CUDA graphs and
 #     replayed, against the same run uncaptured (compile.cuda_graphs = false): equal to 1e-6;
 #  4. /communication/bytes under capture: every iteration of the captured runs reports the
-#     bytes of the uncaptured ones (the allreduce payload), not only the first.
+#     bytes of the uncaptured ones (the allreduce payload), not only the first;
+#  5. the memory budget: 8192² in pre under denoiser.memory_limit_gb = 6, metrics every
+#     iteration: patched, its peak <= the budget, its estimate >= the peak and within 10 % of it
+#     (test/gpu/check_budget.py); and a budget below the smallest that would do is exit 2 before
+#     any work, with the smallest budget named.
 # The build: scripts/device_build.sh when .deps/ holds the carried packages (the device tool's
 # machine), else cmake with PNP_WITH_CUDA=ON into build/gpu. Logs and outputs go to --out
 # (default $OUT when set, else gpu_check/).
@@ -113,6 +117,22 @@ $py test/gpu/check_gpu_recon.py --fbp "${fbp:-nan}" --dir "$work" --names "${nam
 rc=$?
 tee -a "$log" <"$work/compare.log"
 result "reconstructions: non-blank, modes and backends agree, captured NCCL equals uncaptured, bytes under capture" $rc
+
+# 5. the memory budget
+recon budget_8192 --set problem.size=8192 --set denoiser.memory_limit_gb=6 --set compile.mode='"pre"' \
+  --set solver.iterations=2 --set solver.metrics_every=1
+$py test/gpu/check_budget.py "$work/budget_8192.h5" >"$work/budget.log" 2>&1
+rc=$?
+tee -a "$log" <"$work/budget.log"
+result "memory budget: 8192² under 6 GB, peak <= budget, estimate bounds the peak within 10 %" $rc
+mpirun --allow-run-as-root -n 1 $bin/pnp_recon "$cfg" --output "$work/budget_refused.h5" --force \
+  --set problem.size=8192 --set denoiser.memory_limit_gb=1 --set compile.mode='"pre"' >"$work/budget_refused.log" 2>&1
+rc=$?
+$py test/gpu/check_budget.py --refused "$work/budget_refused.log" "$work/budget_refused.h5" >>"$work/budget.log" 2>&1
+rc2=$?
+tail -2 "$work/budget.log" | tee -a "$log"
+[ $rc -eq 2 ] && [ $rc2 -eq 0 ]
+result "memory budget: 1 GB at 8192² is exit 2 before any work, naming the smallest budget (exit $rc)" $?
 
 (cd "$work" && tar czf - -- *.log *.txt) >"$out/gpu_check_logs.tgz"
 note "gpu_check: $(( $(date +%s) - t0 )) s"

@@ -29,6 +29,12 @@ void reset_device_peak(c10::Device d);
 // the memory plan can be checked on a machine without a GPU. Allocations made outside LibTorch's
 // allocator (oneDNN's primitive caches, the C++ heap) are not seen.
 void count_host_allocations();
+// Holds the CUDA caching allocator of device d to `bytes` (its memory fraction of the device's
+// total): it frees its cached blocks and retries before it goes past them, and a request beyond
+// them is an out-of-memory error rather than a quiet overrun. So denoiser.memory_limit_gb is a
+// bound on the device, and an 80 GB card runs as a 40 GB one would. No effect on the CPU or
+// when bytes <= 0 or >= the device's memory.
+void limit_device_memory(c10::Device d, double bytes);
 int64_t host_peak_bytes();
 void reset_host_peak();
 // A CUDA device's UUID as hex digits (stable whatever CUDA_VISIBLE_DEVICES numbers it); "cpu".

@@ -76,6 +76,10 @@ struct ActivationMemory {
   std::string peak_node;      // the node during which the peak occurs
   double largest_bytes = 0;   // the largest single value
   double weights_bytes = 0;   // every parameter and buffer at element_bytes
+  // The peak with a float32 buffer the size of each convolution's input or output (the larger)
+  // beside the live values while it runs: the CPU's convolutions reorder one of them, and write a
+  // float32 output before rounding it to bf16. At least peak_bytes.
+  double conv_temp_peak_bytes = 0;
 };
 ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t>& input_shape,
                                    int64_t element_bytes, ExecutorStyle style);

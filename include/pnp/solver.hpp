@@ -205,16 +205,21 @@ struct MemoryPlan {
   double total() const { return solver + quality + weights + activations + workspace + patching + other; }
   std::string describe() const;  // one line
 };
-// `truth`: the problem has a ground truth (the quality monitor's boxes are allocated).
-MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors,
-                       bool truth);
+// What the estimate needs besides the configuration and the tile.
+struct MemoryContext {
+  int64_t angles = 0, detectors = 0;  // the sinogram
+  bool truth = true;                  // a ground truth: the quality monitor's boxes are allocated
+  bool cuda = true;                   // the device (the eager executor's workspaces differ)
+};
+MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx);
 // The estimate for given patches: patch_rows x patch_cols as nn::denoise_patched takes them
 // (0 = that axis whole), whatever the limit.
-MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles,
-                           int64_t detectors, bool truth, int64_t patch_rows, int64_t patch_cols);
+MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx,
+                           int64_t patch_rows, int64_t patch_cols);
 // The plan of every rank of the execution plan's decomposition (computed identically on all),
 // so that a limit too small for some tile fails on every rank before any work.
-std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g);
+std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g,
+                                     at::Device device);
 // Angles and detector bins of the configured geometry.
 std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg);
 

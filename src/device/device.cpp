@@ -56,6 +56,17 @@ int64_t device_peak_bytes(c10::Device d) {
   return 0;
 }
 
+void limit_device_memory(c10::Device d, double bytes) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (d.is_cuda() && bytes > 0) {
+    const double total = static_cast<double>(device_total_bytes(d));
+    if (total > 0 && bytes < total) c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes / total, d.index());
+  }
+#endif
+  (void)d, (void)bytes;
+}
+
 void reset_device_peak(c10::Device d) {
 #ifdef PNP_HAVE_CUDA
   d = concrete_device(d);

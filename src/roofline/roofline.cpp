@@ -211,8 +211,13 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
       m.peak_bytes = live;
       m.peak_node = g.nodes[v].name;
     }
+    const OpKind op = g.nodes[v].op;
+    if (op == OpKind::conv || op == OpKind::conv_transpose)
+      m.conv_temp_peak_bytes = std::max(
+          m.conv_temp_peak_bytes, live + 4.0 * std::max(numel(shapes[v]), numel(shapes[g.nodes[v].inputs[0]])));
     for (int b : freed_after[v]) live -= eb * numel(shapes[b]);
   }
+  m.conv_temp_peak_bytes = std::max(m.conv_temp_peak_bytes, m.peak_bytes);
   return m;
 }
 

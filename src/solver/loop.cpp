@@ -399,7 +399,10 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 
   PhaseTimer timer(device, timer_slots(), iters);
   // Patch size: as configured, or chosen within denoiser.memory_limit_gb.
-  rec.memory = plan_memory(cfg, den.graph, me, prob.geom.n_angles(), prob.geom.n_det, prob.has_truth());
+  MemoryContext mctx;
+  mctx.angles = prob.geom.n_angles(), mctx.detectors = prob.geom.n_det, mctx.truth = prob.has_truth();
+  mctx.cuda = device.is_cuda();
+  rec.memory = plan_memory(cfg, den.graph, me, mctx);
   if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
 
   HaloPlan halo(comm, d, opts);

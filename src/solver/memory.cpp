@@ -9,6 +9,7 @@
 
 #include "pnp/io.hpp"
 #include "pnp/metrics.hpp"
+#include "pnp/nn/native.hpp"
 #include "pnp/nn/patch.hpp"
 #include "pnp/roofline.hpp"
 #include "pnp/solver.hpp"
@@ -20,6 +21,9 @@ namespace {
 // The native executor's convolution workspaces and allocator rounding, as a fraction of its
 // activations (measured on the GPU: docs/performance.md#memory-budget).
 constexpr double kNativeWorkspace = 0.10;
+// The eager executor's on the GPU, in multiples of its largest activation: cuDNN's workspaces
+// (H200, docs/performance.md#memory-budget).
+constexpr double kEagerWorkspaceCuda = 2.0;
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -89,7 +93,7 @@ namespace {
 // The estimate of one rank's tile for any tiling of its axes (walks cached per patch shape).
 class Estimator {
  public:
-  Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors, bool truth);
+  Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx);
   MemoryPlan operator()(const AxisTiling& tr, const AxisTiling& tc);
   AxisTiling rows(int64_t patch) const { return tiling(ext_.rows(), patch, base_.overlap, align_); }
   AxisTiling cols(int64_t patch) const { return tiling(ext_.cols(), patch, base_.overlap, align_); }
@@ -103,15 +107,14 @@ class Estimator {
   const nn::Graph& g_;
   Box ext_;
   int64_t channels_ = 1, eb_ = 4, align_ = 1;
-  bool eager_ = true;
+  bool eager_ = true, cuda_ = true;
   double ext_px_ = 0, physics_ = 0, setup_ = 0, metrics_strips_ = 0;
   MemoryPlan base_;
   std::map<std::pair<int64_t, int64_t>, roofline::ActivationMemory> walks_;
 };
 
-Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors,
-                     bool truth)
-    : g_(g), ext_(tile.ext) {
+Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx)
+    : g_(g), ext_(tile.ext), cuda_(ctx.cuda) {
   const auto& dc = cfg.denoiser;
   const Box& own = tile.own;
   channels_ = dc.channels;
@@ -119,12 +122,12 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   // Inductor's buffer plan is its own: estimated as eager's.
   eager_ = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
   align_ = g.alignment();
-  const double own_px = static_cast<double>(own.size()), sino = static_cast<double>(angles * detectors);
+  const double own_px = static_cast<double>(own.size()), sino = static_cast<double>(ctx.angles * ctx.detectors);
   ext_px_ = static_cast<double>(ext_.size());
   base_.overlap = dc.patch_overlap > 0 ? dc.patch_overlap : nn::receptive_radius(g);
   base_.solver = 4.0 * (3 * own_px + ext_px_ + 2 * sino);  // x, gradient, truth, extended z; data, projection
   const int64_t r = metrics::SsimOptions{}.radius(), n = cfg.problem.size;
-  if (truth && !own.empty()) {
+  if (ctx.truth && !own.empty()) {
     const double rows = static_cast<double>(std::min(own.r1 + r, n) - std::max<int64_t>(own.r0 - r, 0));
     const double cols = static_cast<double>(std::min(own.c1 + r, n) - std::max<int64_t>(own.c0 - r, 0));
     base_.quality = 2 * 4.0 * rows * cols;
@@ -140,7 +143,8 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
 const roofline::ActivationMemory& Estimator::walk(int64_t h, int64_t w) {
   auto it = walks_.find({h, w});
   if (it == walks_.end()) {
-    const auto style = eager_ ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
+    // the native executor runs its convolutions through ATen on the CPU, as eager does
+    const auto style = eager_ || !cuda_ ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
     it = walks_.emplace(std::make_pair(h, w), roofline::activation_memory(g_, {1, channels_, h, w}, eb_, style)).first;
   }
   return it->second;
@@ -153,39 +157,59 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc) {
   m.patch_cols = m.patched() ? (tc.patch ? *tc.extents.rbegin() : ext_.cols()) : 0;
   m.patch_shapes = static_cast<int>(tr.extents.size() * tc.extents.size());
   m.redundancy = static_cast<double>(tr.computed) * static_cast<double>(tc.computed) / ext_px_;
-  double largest = 0;
+  double largest = 0, conv_temp = 0, slots = 0;
   for (int64_t h : tr.extents)
     for (int64_t w : tc.extents) {
       const auto& a = walk(h, w);
-      m.activations = eager_ ? std::max(m.activations, a.peak_bytes) : m.activations + a.peak_bytes;
+      const bool kept_apart = !eager_ && cuda_;  // one set of buffers per shape, kept
+      m.activations = kept_apart ? m.activations + a.peak_bytes : std::max(m.activations, a.peak_bytes);
+      if (!eager_ && !cuda_) slots += static_cast<double>(nn::native_slot_bytes(g_, {1, channels_, h, w}, eb_));
       m.weights = a.weights_bytes;
       largest = std::max(largest, a.largest_bytes);
+      conv_temp = std::max(conv_temp, a.conv_temp_peak_bytes - a.peak_bytes);
     }
-  m.workspace = eager_ ? 2 * largest : kNativeWorkspace * m.activations;
+  // What a denoiser call holds beyond its activations, and what it keeps between calls:
+  //   eager, CUDA: cuDNN's workspaces;
+  //   eager, CPU: a float32 copy of a convolution's output beside the live values;
+  //   native, CUDA: workspaces; its buffers stay (kept = activations);
+  //   native, CPU: its own float32 copy of the weights and its slots (the values its plan
+  //   preallocates, nn::native_slot_bytes), kept; its convolutions' outputs come and go as
+  //   eager's do.
+  double kept = 0;
+  if (eager_) {
+    m.workspace = cuda_ ? kEagerWorkspaceCuda * largest : conv_temp;
+  } else if (cuda_) {
+    m.workspace = kNativeWorkspace * m.activations;
+    kept = m.activations;
+  } else {
+    m.workspace = m.weights * 4.0 / static_cast<double>(eb_) + slots;
+    kept = m.workspace;
+  }
   const double patch_px = static_cast<double>(*tr.extents.rbegin()) * static_cast<double>(*tc.extents.rbegin());
   // the gathered output; one patch's contiguous input (float32) and its output copy
   m.patching = m.patched() ? static_cast<double>(eb_) * ext_px_ + (4.0 + static_cast<double>(eb_)) * patch_px
                            : static_cast<double>(eb_) * ext_px_;
   const double resident = m.solver + m.quality + m.weights;
   const double denoise = m.activations + m.workspace + m.patching;
-  const double others = (eager_ ? 0 : m.activations) + std::max(physics_, metrics_strips_);
-  const double total = std::max(resident + std::max(denoise, others), setup_ + m.weights);
+  const double others = kept + std::max(physics_, metrics_strips_);
+  // the set-up also reads the weights: in float32 on the host, so on a CPU device both copies
+  const double loading = cuda_ ? m.weights : m.weights * (1 + 4.0 / static_cast<double>(eb_));
+  const double total = std::max(resident + std::max(denoise, others), setup_ + loading);
   m.other = total - (resident + denoise);
   return m;
 }
 
 }  // namespace
 
-MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles,
-                           int64_t detectors, bool truth, int64_t patch_rows, int64_t patch_cols) {
-  Estimator est(cfg, g, tile, angles, detectors, truth);
+MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx,
+                           int64_t patch_rows, int64_t patch_cols) {
+  Estimator est(cfg, g, tile, ctx);
   return est(est.rows(patch_rows), est.cols(patch_cols));
 }
 
-MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, int64_t angles, int64_t detectors,
-                       bool truth) {
+MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx) {
   const auto& dc = cfg.denoiser;
-  Estimator est(cfg, g, tile, angles, detectors, truth);
+  Estimator est(cfg, g, tile, ctx);
   if (dc.patch_size > 0) return est(est.rows(dc.patch_size), est.cols(dc.patch_size));
   const MemoryPlan whole = est(est.rows(0), est.cols(0));
   const double limit = dc.memory_limit_gb * 1e9;
@@ -230,14 +254,17 @@ std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg) {
           cfg.problem.detector ? cfg.problem.detector : static_cast<int64_t>(std::ceil(std::sqrt(2.0) * double(n)))};
 }
 
-std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g) {
+std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g,
+                                     at::Device device) {
   const auto [k, det] = sinogram_dims(cfg);
-  const bool truth = cfg.problem.sinogram.empty() ||
+  MemoryContext ctx;
+  ctx.angles = k, ctx.detectors = det, ctx.cuda = device.is_cuda();
+  ctx.truth = cfg.problem.sinogram.empty() ||
                      io::read_dxchange_shapes(cfg.problem.sinogram, {cfg.problem.data_path, cfg.problem.theta_path,
                                                                      cfg.problem.ground_truth_path})
                          .has_truth;
   std::vector<MemoryPlan> plans;
-  for (const auto& t : plan.decomp.tiles) plans.push_back(plan_memory(cfg, g, t, k, det, truth));
+  for (const auto& t : plan.decomp.tiles) plans.push_back(plan_memory(cfg, g, t, ctx));
   return plans;
 }
 

@@ -119,7 +119,7 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
     p.exec = plan_execution(c, size, p.graph, p.device);
     const Box& ext = p.exec.decomp.tile(rank).ext;
     nn::infer_output_shape(p.graph, {1, c.denoiser.channels, ext.rows(), ext.cols()});
-    p.memory = memory_plans(c, p.exec, p.graph);  // InputError on every rank when a memory limit cannot be met
+    p.memory = memory_plans(c, p.exec, p.graph, p.device);  // InputError on every rank when a memory limit cannot be met
     p.work = denoiser_work(c, p.exec.decomp, p.graph, p.memory);
     // A problem the machine cannot hold is refused now, with the estimate --dry-run prints.
     const MemoryPlan& m = p.memory[static_cast<size_t>(rank)];
@@ -158,6 +158,8 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
     r.comm_ = make_communicator(r.cfg_.distributed.comm, world, r.device_, local_size, cuda_device_count(), t);
   });
   part("communicator");
+  // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device.
+  limit_device_memory(r.device_, r.cfg_.denoiser.memory_limit_gb * 1e9);
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
     r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, r.comm_.get());

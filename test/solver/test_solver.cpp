@@ -219,23 +219,27 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
   const nn::Graph g = denoiser_graph(c.denoiser);
   TilePlan tile;
   tile.own = tile.ext = Box{0, 1024, 0, 1024};
+  MemoryContext ctx;
+  ctx.angles = 100, ctx.detectors = 1449;
+  MemoryContext no_truth = ctx;
+  no_truth.truth = false;
   for (CompileMode mode : {CompileMode::none, CompileMode::pre}) {
     CAPTURE(to_string(mode));
     c.compile.mode = mode;
     c.denoiser.memory_limit_gb = 0;
-    const MemoryPlan whole = plan_memory(c, g, tile, 100, 1449, true);
+    const MemoryPlan whole = plan_memory(c, g, tile, ctx);
     CHECK(whole.patches == 1);
     CHECK(whole.patch_rows == 0);
     CHECK(whole.redundancy == 1);
     CHECK(whole.overlap == nn::receptive_radius(g));
     CHECK(whole.activations > 0);
     CHECK(whole.quality > 0);
-    CHECK(plan_memory(c, g, tile, 100, 1449, false).quality == 0);  // no truth, no metrics boxes
+    CHECK(plan_memory(c, g, tile, no_truth).quality == 0);  // no truth, no metrics boxes
 
     // A limit between the smallest patches and the whole tile: the plan fits, and no tiling of
     // the two axes (every aligned patch size along each) that fits computes fewer pixels.
     c.denoiser.memory_limit_gb = 0.7 * whole.total() / 1e9;
-    const MemoryPlan m = plan_memory(c, g, tile, 100, 1449, true);
+    const MemoryPlan m = plan_memory(c, g, tile, ctx);
     CAPTURE(m.describe());
     REQUIRE(m.patched());
     CHECK(m.total() <= c.denoiser.memory_limit_gb * 1e9);
@@ -246,7 +250,7 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     double best = 1e300;
     for (int64_t pr : sizes)
       for (int64_t pc : sizes) {
-        const MemoryPlan e = estimate_memory(c, g, tile, 100, 1449, true, pr, pc);
+        const MemoryPlan e = estimate_memory(c, g, tile, ctx, pr, pc);
         if (e.total() <= c.denoiser.memory_limit_gb * 1e9) best = std::min(best, e.redundancy);
       }
     CHECK(m.redundancy == doctest::Approx(best));
@@ -254,14 +258,14 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     // bf16 halves weights and activations: less redundant patches (or the whole tile) fit.
     Config bf = c;
     bf.denoiser.precision = "bf16";
-    const MemoryPlan mb = plan_memory(bf, g, tile, 100, 1449, true);
+    const MemoryPlan mb = plan_memory(bf, g, tile, ctx);
     CHECK(mb.redundancy < m.redundancy);
-    CHECK(whole.weights == doctest::Approx(2 * plan_memory(bf, g, tile, 100, 1449, true).weights));
+    CHECK(whole.weights == doctest::Approx(2 * plan_memory(bf, g, tile, ctx).weights));
 
     // An explicit patch size is kept, limit or not (square patches).
     Config fixed = c;
     fixed.denoiser.patch_size = 400;
-    const MemoryPlan f = plan_memory(fixed, g, tile, 100, 1449, true);
+    const MemoryPlan f = plan_memory(fixed, g, tile, ctx);
     CHECK(f.patch_rows == 400);
     CHECK(f.patch_cols == 400);
 
@@ -270,7 +274,7 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     c.denoiser.memory_limit_gb = 0.01;
     std::string msg;
     try {
-      plan_memory(c, g, tile, 100, 1449, true);
+      plan_memory(c, g, tile, ctx);
     } catch (const InputError& e) {
       msg = e.what();
     }
@@ -280,9 +284,9 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     REQUIRE(at != std::string::npos);
     CHECK(msg.find("Raise the limit") != std::string::npos);
     c.denoiser.memory_limit_gb = std::stod(msg.substr(at + key.size()));
-    CHECK(plan_memory(c, g, tile, 100, 1449, true).total() <= c.denoiser.memory_limit_gb * 1e9);
+    CHECK(plan_memory(c, g, tile, ctx).total() <= c.denoiser.memory_limit_gb * 1e9);
     c.denoiser.memory_limit_gb -= 0.15;
-    CHECK_THROWS_AS(plan_memory(c, g, tile, 100, 1449, true), InputError);
+    CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
   }
 }
 

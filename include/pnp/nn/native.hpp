@@ -197,6 +197,10 @@ class NativeExecutor : public Executor {
   virtual int slot_count() const = 0;
 };
 
+// The bytes of the slot buffers the native executor with default NativeOptions preallocates for
+// this input shape and element size (its liveness plan, made on the IR alone: no device).
+int64_t native_slot_bytes(const Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes);
+
 // Compiles g for exactly this input shape ([B,C,H,W] or [B,C,D,H,W]) on device/dtype (kFloat or
 // kDouble). Throws InputError for an impossible shape or dtype, and for weights not matching g.
 // forward() throws InputError when called with any other shape.

@@ -78,6 +78,13 @@ at::Tensor NativeImpl::forward(const at::Tensor& x, double sigma) {
 
 }  // namespace native
 
+int64_t native_slot_bytes(const Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes) {
+  const NativeOptions o;
+  return native::make_plan(g, infer_shapes(g, input_shape),
+                           {o.fuse, element_bytes, o.copy_free_halo, o.copy_free_min_bytes, o.upsample_conv})
+      .total_slot_bytes();
+}
+
 bool native_has_cudnn_epilogues() {
 #ifdef PNP_HAVE_CUDNN_FE
   return true;
