@@ -16,9 +16,10 @@ int64_t strip_rows(int64_t cols, int64_t halo) {
   return std::max<int64_t>(1, kStripElements / wide - 2 * halo);
 }
 
-double strip_workspace_bytes(int64_t cols, int64_t halo) {
-  const double widest = static_cast<double>(1 + 2 * halo) * static_cast<double>(cols + 2 * halo);
-  return static_cast<double>(kStripArrays) * 8.0 * std::max(static_cast<double>(kStripElements), widest);
+double strip_workspace_bytes(int64_t rows, int64_t cols, int64_t halo) {
+  const int64_t strip = std::min(rows, strip_rows(cols, halo));
+  return static_cast<double>(kStripArrays) * 8.0 * static_cast<double>(strip + 2 * halo) *
+         static_cast<double>(cols + 2 * halo);
 }
 
 double squared_error_sum(const at::Tensor& x, const at::Tensor& ref) {
@@ -75,21 +76,29 @@ SsimSum ssim_strip(const at::Tensor& x, const at::Tensor& ref, const Box& box, c
                    int64_t cols, double data_range, const SsimOptions& o) {
   const int64_t r = o.radius();
   const auto dev = x.device();
-  const auto f64 = at::TensorOptions().dtype(at::kDouble).device(dev);
   const at::Tensor ri = window_index(own.r0, own.r1, r, rows, box.r0, box.rows(), "row").to(dev);
   const at::Tensor ci = window_index(own.c0, own.c1, r, cols, box.c0, box.cols(), "column").to(dev);
   auto padded = [&](const at::Tensor& t) {
-    return t.index_select(0, ri).index_select(1, ci).to(at::kDouble).unsqueeze(0).unsqueeze(0);
+    return t.index_select(0, ri).index_select(1, ci).to(at::kDouble);
   };
   const at::Tensor p = padded(x), q = padded(ref);
-  // The normalised 1D Gaussian of scipy.ndimage.gaussian_filter.
-  at::Tensor k = at::arange(-r, r + 1, f64);
-  k = (-0.5 * k.square() / (o.sigma * o.sigma)).exp();
-  k = k / k.sum();
-  const at::Tensor kr = k.view({1, 1, 2 * r + 1, 1}), kc = k.view({1, 1, 1, 2 * r + 1});
-  auto filt = [&](const at::Tensor& t) { return at::conv2d(at::conv2d(t, kr), kc).squeeze(0).squeeze(0); };
+  // The normalised 1D Gaussian of scipy.ndimage.gaussian_filter, applied along the rows, then
+  // the columns, as a weighted sum of shifted views: two arrays of work, where a convolution
+  // would unfold its input (2r + 1 copies on the CPU).
+  std::vector<double> k(static_cast<size_t>(2 * r + 1));
+  double ksum = 0;
+  for (int64_t j = -r; j <= r; ++j) ksum += k[static_cast<size_t>(j + r)] = std::exp(-0.5 * double(j * j) / (o.sigma * o.sigma));
+  for (double& v : k) v /= ksum;
+  const int64_t R = p.size(0) - 2 * r, C = p.size(1) - 2 * r;
+  auto filt = [&](const at::Tensor& t) {
+    at::Tensor a = t.narrow(0, 0, R) * k[0];
+    for (int64_t j = 1; j <= 2 * r; ++j) a.add_(t.narrow(0, j, R), k[static_cast<size_t>(j)]);
+    at::Tensor b = a.narrow(1, 0, C) * k[0];
+    for (int64_t j = 1; j <= 2 * r; ++j) b.add_(a.narrow(1, j, C), k[static_cast<size_t>(j)]);
+    return b;
+  };
   const at::Tensor mx = filt(p), my = filt(q);
-  const at::Tensor vx = filt(p * p) - mx * mx, vy = filt(q * q) - my * my, vxy = filt(p * q) - mx * my;
+  const at::Tensor vx = filt(p * p).sub_(mx * mx), vy = filt(q * q).sub_(my * my), vxy = filt(p * q).sub_(mx * my);
   const double c1 = std::pow(o.k1 * data_range, 2), c2 = std::pow(o.k2 * data_range, 2);
   const at::Tensor s = ((2 * mx * my + c1) * (2 * vxy + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2));
   // Count only the pixels at least r from the image border (skimage crops the map by r).

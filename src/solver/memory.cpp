@@ -24,6 +24,7 @@ constexpr double kNativeWorkspace = 0.10;
 // The eager executor's on the GPU, in multiples of its largest activation: cuDNN's workspaces
 // (H200, docs/performance.md#memory-budget).
 constexpr double kEagerWorkspaceCuda = 2.0;
+constexpr double kSmallBytes = 2.0 * (1 << 20);
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -125,13 +126,15 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   const double own_px = static_cast<double>(own.size()), sino = static_cast<double>(ctx.angles * ctx.detectors);
   ext_px_ = static_cast<double>(ext_.size());
   base_.overlap = dc.patch_overlap > 0 ? dc.patch_overlap : nn::receptive_radius(g);
-  base_.solver = 4.0 * (3 * own_px + ext_px_ + 2 * sino);  // x, gradient, truth, extended z; data, projection
+  // x, gradient, truth, extended z; data, projection; and the small tensors (angles, scalars,
+  // index maps, the allocator's rounding): kSmallBytes
+  base_.solver = 4.0 * (3 * own_px + ext_px_ + 2 * sino) + kSmallBytes;
   const int64_t r = metrics::SsimOptions{}.radius(), n = cfg.problem.size;
   if (ctx.truth && !own.empty()) {
     const double rows = static_cast<double>(std::min(own.r1 + r, n) - std::max<int64_t>(own.r0 - r, 0));
     const double cols = static_cast<double>(std::min(own.c1 + r, n) - std::max<int64_t>(own.c0 - r, 0));
     base_.quality = 2 * 4.0 * rows * cols;
-    metrics_strips_ = metrics::strip_workspace_bytes(own.cols(), r);
+    metrics_strips_ = metrics::strip_workspace_bytes(own.rows(), own.cols(), r);
   }
   // The stages besides the denoiser's: the projections stage the tile (a transposed, and where
   // needed an aligned, copy); the set-up (before the loop's buffers) projects the truth in

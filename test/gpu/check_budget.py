@@ -56,7 +56,7 @@ def check_refused(log, output):
         print(f"  FAIL: {output} exists: the refused run wrote an output"); ok = False
     if len(errors) != 1:
         print(f"  FAIL: expected one error line, got {len(errors)}"); ok = False
-    m = re.search(r"The smallest limit that would do is denoiser\.memory_limit_gb = ([0-9.]+)", text)
+    m = re.search(r"The smallest limit that would do is denoiser\.memory_limit_gb = ([0-9]+(?:\.[0-9]+)?)", text)
     if not m:
         print("  FAIL: the error does not name the smallest budget that would do"); ok = False
     if re.search(r"^iteration ", text, re.M):

@@ -1,0 +1,115 @@
+"""The memory plan against the allocations a run makes, on the CPU (LibTorch's CPU allocator is
+counted from the plan on: pnp::count_host_allocations). Each case runs pnp_recon on the study's
+phantom for 2 iterations with the metrics in both, under mpiexec, and must end with every rank's
+measured peak at or under its estimate, the estimate within 10 % of the peak, the peak under
+denoiser.memory_limit_gb where one is set (the run then patched, its redundancy in
+/decomposition matching the patches it ran), and a reconstruction with content. A limit below
+the smallest that would do is exit 2 before any work, naming that smallest limit; the plan
+accepts the named limit and refuses 0.1 GB less.
+  check_memory.py MPIEXEC... -- PNP_RECON STUDY.toml"""
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+sep = sys.argv.index("--")
+mpiexec = sys.argv[1:sep]
+recon, study = sys.argv[sep + 1:sep + 3]
+CAP = 8 << 30  # address space per process: a plan that allocates far past its estimate dies here
+work = tempfile.mkdtemp(prefix="pnp_memory_")
+failures = []
+
+
+def cap_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+
+
+def run(ranks, name, sets, extra=()):
+    out = os.path.join(work, name + ".h5")
+    cmd = mpiexec + ["-n", str(ranks), recon, study, "--output", out, "--force",
+                     "--set", "distributed.device='cpu'", "--set", "solver.iterations=2",
+                     "--set", "solver.metrics_every=1", *extra]
+    for s in sets:
+        cmd += ["--set", s]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=cap_memory)
+    return p, out
+
+
+def check(name, ranks, sets, patched=False):
+    p, out = run(ranks, name, sets)
+    if p.returncode != 0:
+        failures.append(f"{name}: exit {p.returncode}: {p.stdout[-600:]} {p.stderr[-600:]}")
+        return
+    with h5py.File(out, "r") as f:
+        peak = f["/memory/peak_bytes"][()].astype(float)
+        est = f["/memory/estimated_bytes"][()].astype(float)
+        limit = float(f["/memory"].attrs["limit_gb"]) * 1e9
+        patches = f["/memory/patches"][()]
+        shape = f["/memory/patch_shape"][()]
+        red = f["/decomposition/patch_redundancy"][()]
+        boxes = f["/decomposition/boxes"][()]
+        x = f["/reconstruction"][()]
+        psnr = f["/metrics/psnr"][()]
+    mib = 2.0 ** 20
+    print(f"{name}: peak {np.round(peak / mib, 1)} MiB, estimate {np.round(est / mib, 1)} MiB, "
+          f"ratio {np.round(peak / est, 3)}, {patches} patches of {shape.tolist()}, redundancy {np.round(red, 3)}, "
+          f"PSNR {psnr[-1]:.2f} dB")
+    if np.any(peak <= 0):
+        failures.append(f"{name}: no allocations counted ({peak})")
+    if np.any(peak > est):
+        failures.append(f"{name}: peak over the estimate: {peak / est}")
+    if np.any(est > 1.10 * peak):
+        failures.append(f"{name}: estimate more than 10 % over the peak: {est / peak}")
+    if limit > 0 and np.any(peak > limit):
+        failures.append(f"{name}: peak over the limit {limit / 1e9} GB: {peak / 1e9}")
+    if patched:
+        if not np.all(patches > 1):
+            failures.append(f"{name}: expected patches, ran {patches}")
+        # the redundancy reported is the patches' FLOPs over one call on the tile: > 1, and at
+        # least the pixels' ratio would be were every pixel's work the same
+        if not np.all(red > 1):
+            failures.append(f"{name}: /decomposition/patch_redundancy {red} does not show the patches' work")
+    if not (np.isfinite(psnr[-1]) and float(np.std(x)) > 1e-3 and len(boxes) == ranks):
+        failures.append(f"{name}: blank or wrong reconstruction (PSNR {psnr[-1]}, std {np.std(x)})")
+
+
+def check_refused():
+    name = "refused"
+    sets = ["problem.size=512", "compile.mode='none'", "denoiser.memory_limit_gb=0.2"]
+    p, out = run(1, name, sets)
+    text = p.stdout + p.stderr
+    m = re.search(r"The smallest limit that would do is denoiser\.memory_limit_gb = ([0-9]+(?:\.[0-9]+)?)", text)
+    errors = [line for line in text.splitlines() if line.startswith("error:")]
+    print(f"{name}: exit {p.returncode}, {errors[:1]}")
+    if p.returncode != 2 or os.path.exists(out) or len(errors) != 1 or not m or "iteration 1" in text:
+        failures.append(f"{name}: expected exit 2 before any work naming the smallest limit: exit {p.returncode}, "
+                        f"{text[-800:]}")
+        return
+    least = float(m.group(1))
+    for value, want in ((least, 0), (round(least - 0.1, 1), 2)):
+        q, _ = run(1, name + "_dry", sets[:-1] + [f"denoiser.memory_limit_gb={value}"], extra=["--dry-run"])
+        print(f"  --dry-run at {value} GB: exit {q.returncode}")
+        if q.returncode != want:
+            failures.append(f"{name}: the plan at {value} GB exits {q.returncode}, expected {want}")
+
+
+eager = "compile.mode='none'"
+native = "compile.mode='pre'"
+check("drunet_512_eager", 1, ["problem.size=512", eager])
+check("drunet_512_native_bf16", 1, ["problem.size=512", native, "denoiser.precision='bf16'"])
+check("dncnn_512_native_limit", 1, ["problem.size=512", native, "denoiser.architecture='dncnn'",
+                                    "denoiser.weights='dncnn_ct'", "denoiser.memory_limit_gb=0.1"], patched=True)
+check("unet_512_eager_limit_2ranks", 2, ["problem.size=512", eager, "denoiser.architecture='unet'",
+                                         "denoiser.weights=''", "denoiser.memory_limit_gb=0.2"], patched=True)
+check_refused()
+shutil.rmtree(work, ignore_errors=True)
+for f in failures:
+    print("FAIL", f)
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
