@@ -12,7 +12,8 @@ of docs/results as FILE.csv#ID, where ID may hold shell wildcards (`call4_*`).
    precision it is written with (also after a unit change by a power of 1000: s and ms).
 4. Every command of a named row (and every `command` in backticks in the row) runs at HEAD as far
    as this machine can tell without a GPU: a script in scripts/ exists (with the stage it names for
-   gpu_measure.sh, the function it names for device_call.sh), a pnp program is built in --bin,
+   gpu_measure.sh, the function it names for device_call.sh; `python3 PATH`: PATH exists), a pnp
+   program is built in --bin,
    every --option it uses is in the program's --help, every input/*.toml it names exists, and a
    pnp_recon command's configuration and --set overrides parse (`--print-config`).
 Exit 1 with one line per problem.
@@ -118,6 +119,10 @@ def check_command(cmd, bindir, problems, what, cache):
         problems.append(f"{what}: command '{cmd}': {e}")
         return
     if not toks:
+        return
+    if toks[0] in ("python3", "python") and len(toks) > 1:  # a repository script: it exists
+        if not os.path.isfile(os.path.join(ROOT, toks[1])):
+            problems.append(f"{what}: command '{cmd}': no script {toks[1]}")
         return
     prog = toks[0]
     key = (prog, bindir)

@@ -91,6 +91,36 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   return os.str();
 }
 
+namespace {
+// /memory: every rank's peaks (whole run, set-up, metrics, each phase), estimate and patches.
+void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int64_t ranks) {
+  std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
+  io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B",
+            "peak memory allocated by each rank over the whole run (CUDA: the caching allocator's; CPU: LibTorch's "
+            "CPU allocator's, counted)");
+  std::vector<int64_t> setup_peak(g.setup_peak.begin(), g.setup_peak.end()), metrics_peak(g.metrics_peak.begin(), g.metrics_peak.end());
+  io::write(f, "/memory/setup_peak_bytes", setup_peak.data(), {ranks}, "B",
+            "peak memory allocated by each rank before the loop (data, step size, buffers)");
+  io::write(f, "/memory/metrics_peak_bytes", metrics_peak.data(), {ranks}, "B",
+            "peak memory allocated by each rank while measuring the quality metrics (0: none measured)");
+  std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), shape, patches;
+  for (const MemoryPlan& m : g.memory) shape.insert(shape.end(), {m.patch_rows, m.patch_cols}), patches.push_back(m.patches);
+  io::write(f, "/memory/estimated_bytes", est.data(), {ranks}, "B",
+            "memory estimated before the run for each rank: the largest of its stages (solver state, metrics, "
+            "weights, denoiser activations, workspace, patching, set-up; pnp::plan_memory)");
+  io::write(f, "/memory/patch_shape", shape.data(), {ranks, 2}, "px",
+            "input rows and columns of one denoiser patch on each rank (0, 0 = the whole extended tile): "
+            "denoiser.patch_size, or chosen within denoiser.memory_limit_gb for the least redundant work");
+  io::write(f, "/memory/patches", patches.data(), {ranks}, "1", "denoiser calls per iteration on each rank");
+  io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
+  for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
+    std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());
+    io::write(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], pp.data(), {ranks}, "B",
+              "peak device memory allocated during the phase, over all iterations, per rank (on the CPU: LibTorch's CPU allocator, counted)");
+  }
+}
+}  // namespace
+
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
                   const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const std::string& angles) {
   io::AtomicOutput out(cfg.output.file, cfg.output.force);
@@ -139,30 +169,7 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_scalar(f, "/timings/compile", g.compile, "s", "compile cost alone (max over ranks)");
   for (const auto& [name, v] : g.setup)
     io::write(f, "/timings/setup/" + name, v.data(), {ranks}, "s", setup_description(name));
-  std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
-  io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B",
-            "peak memory allocated by each rank over the whole run (CUDA: the caching allocator's; CPU: LibTorch's "
-            "CPU allocator's, counted)");
-  std::vector<int64_t> setup_peak(g.setup_peak.begin(), g.setup_peak.end()), metrics_peak(g.metrics_peak.begin(), g.metrics_peak.end());
-  io::write(f, "/memory/setup_peak_bytes", setup_peak.data(), {ranks}, "B",
-            "peak memory allocated by each rank before the loop (data, step size, buffers)");
-  io::write(f, "/memory/metrics_peak_bytes", metrics_peak.data(), {ranks}, "B",
-            "peak memory allocated by each rank while measuring the quality metrics (0: none measured)");
-  std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), shape, patches;
-  for (const MemoryPlan& m : g.memory) shape.insert(shape.end(), {m.patch_rows, m.patch_cols}), patches.push_back(m.patches);
-  io::write(f, "/memory/estimated_bytes", est.data(), {ranks}, "B",
-            "memory estimated before the run for each rank: the largest of its stages (solver state, metrics, "
-            "weights, denoiser activations, workspace, patching, set-up; pnp::plan_memory)");
-  io::write(f, "/memory/patch_shape", shape.data(), {ranks, 2}, "px",
-            "input rows and columns of one denoiser patch on each rank (0, 0 = the whole extended tile): "
-            "denoiser.patch_size, or chosen within denoiser.memory_limit_gb for the least redundant work");
-  io::write(f, "/memory/patches", patches.data(), {ranks}, "1", "denoiser calls per iteration on each rank");
-  io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
-  for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
-    std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());
-    io::write(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], pp.data(), {ranks}, "B",
-              "peak device memory allocated during the phase, over all iterations, per rank (0 on CPU)");
-  }
+  write_memory(f, cfg, g, ranks);
   std::vector<double> per_it(g.sent.size());
   for (size_t q = 0; q < g.sent.size(); ++q) per_it[q] = g.sent[q] / double(iters);
   io::write(f, "/communication/bytes_per_iteration", per_it.data(), {ranks}, "B",

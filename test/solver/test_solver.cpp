@@ -290,6 +290,31 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
   }
 }
 
+TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GPU, in patches of little redundancy") {
+  Config c = gd_config();
+  c.problem.size = 16384;
+  c.denoiser.architecture = "drunet";
+  c.compile.mode = CompileMode::pre;
+  c.denoiser.memory_limit_gb = 40;
+  const nn::Graph g = denoiser_graph(c.denoiser);
+  TilePlan tile;
+  tile.own = tile.ext = Box{0, 16384, 0, 16384};
+  MemoryContext ctx;
+  ctx.angles = 100, ctx.detectors = 23171;
+  const MemoryPlan m = plan_memory(c, g, tile, ctx);
+  MESSAGE(m.describe());
+  CHECK(m.total() <= 40e9);
+  CHECK(m.patched());
+  CHECK(m.patch_shapes == 1);
+  // square patches of the largest size that fits (the plan before) computed 2.1x the pixels
+  CHECK(m.redundancy < 1.25);
+  Decomposition d = plan_decomposition(16384, 1, "slabs", {0, 0}, nn::receptive_radius(g), g.alignment(), false);
+  const auto work = denoiser_work(c, d, g, {m});
+  MESSAGE("IR-counted patch redundancy " << work[0].patch_redundancy);
+  CHECK(work[0].patch_redundancy < 1.25);
+  CHECK(work[0].patches == m.patches);
+}
+
 TEST_CASE("the execution plan: halo width and mode, tiles, executor and capture, decided once") {
   Config c = gd_config();
   c.problem.size = 64;
