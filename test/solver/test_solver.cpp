@@ -313,6 +313,19 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   MESSAGE("IR-counted patch redundancy " << work[0].patch_redundancy);
   CHECK(work[0].patch_redundancy < 1.25);
   CHECK(work[0].patches == m.patches);
+
+  // The GPU check tier's budget case (scripts/gpu_check.sh, 5.): 8192² under 6 GB is patched and
+  // fits; under 1 GB nothing fits.
+  c.problem.size = 8192;
+  c.denoiser.memory_limit_gb = 6;
+  tile.own = tile.ext = Box{0, 8192, 0, 8192};
+  ctx.detectors = 11586;
+  const MemoryPlan m8 = plan_memory(c, g, tile, ctx);
+  MESSAGE(m8.describe());
+  CHECK(m8.patched());
+  CHECK(m8.total() <= 6e9);
+  c.denoiser.memory_limit_gb = 1;
+  CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
 }
 
 TEST_CASE("the execution plan: halo width and mode, tiles, executor and capture, decided once") {
