@@ -45,6 +45,8 @@ std::string to_string(const Box& b);
 
 // "12.3 GiB" (binary units), for progress and plans.
 std::string human_bytes(double bytes);
+// A shape as "[1, 3, 64, 64]".
+std::string shape_string(const std::vector<int64_t>& s);
 // "12.34 ms", "1.23 s", "2.5 min" or "3.1 h"; "-" for NaN.
 std::string human_seconds(double seconds);
 

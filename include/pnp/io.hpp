@@ -158,6 +158,29 @@ void probe_hdf5(const std::vector<std::filesystem::path>& files, double timeout_
 // What pnp_h5probe does, in this process: "" when every object of the file reads, else why not.
 std::string whole_file_problem(const std::filesystem::path& path);
 
+// Volumes: a part of a dataset read alone, and a chunked, compressed float32 dataset written
+// part by part (src/io/volume.cpp).
+// The hyperslab [start, start + count) of dataset `path` (one entry per dimension), converted to
+// T; InputError naming the file and dataset for another rank or a range outside its shape.
+template <class T>
+Array<T> read_hyperslab(H5File& f, const std::string& path, const std::vector<int64_t>& start,
+                        const std::vector<int64_t>& count);
+// Creates float32 dataset `path` of `shape`, stored in chunks of `chunk` (clipped to the shape)
+// and, for level 1-9, shuffled and deflate-compressed; parts never written read as NaN. It
+// carries `units` and `description`; write_hyperslab fills it.
+void create_chunked(H5File& f, const std::string& path, const std::vector<int64_t>& shape,
+                    const std::vector<int64_t>& chunk, int level, std::string_view units,
+                    std::string_view description);
+// Writes `data` (float32, row-major of shape `count`) into [start, start + count) of `path`.
+void write_hyperslab(H5File& f, const std::string& path, const std::vector<int64_t>& start,
+                     const std::vector<int64_t>& count, const float* data);
+// How a dataset is stored: its chunk shape (empty: contiguous) and whether it is deflated.
+struct ChunkLayout {
+  std::vector<int64_t> chunk;
+  bool deflate = false;
+};
+ChunkLayout chunk_layout(H5File& f, const std::string& path);
+
 // A sinogram in the DXchange layout: data [angles, detector] float32, theta in degrees,
 // optional ground truth image [N, N].
 struct Sinogram {

@@ -119,6 +119,12 @@ std::string to_string(const Box& b) {
   return buf;
 }
 
+std::string shape_string(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
 std::string human_bytes(double b) {
   char buf[32];
   const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -15,10 +15,12 @@
 #include <type_traits>
 
 #include "pnp/io.hpp"
+#include "h5_detail.hpp"
 #include "pnp/validate.hpp"
 
 namespace pnp::io {
 namespace fs = std::filesystem;
+using namespace detail;
 
 namespace {
 
@@ -33,6 +35,10 @@ struct SilenceHdf5 {
   }
 };
 const SilenceHdf5 silence_hdf5;
+
+}  // namespace
+
+namespace detail {
 
 // The innermost message of HDF5's error stack, to append to ours.
 std::string hdf5_reason() {
@@ -83,15 +89,6 @@ std::string system_reason() {
   throw InputError(what + " in " + f.path().string() + hdf5_reason());
 }
 
-template <class T>
-hid_t mem_type() {
-  if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
-  else if constexpr (std::is_same_v<T, int64_t>) return H5T_NATIVE_INT64;
-  else if constexpr (std::is_same_v<T, int32_t>) return H5T_NATIVE_INT32;
-  else if constexpr (std::is_same_v<T, int8_t>) return H5T_NATIVE_INT8;
-  else static_assert(sizeof(T) == 0, "unsupported HDF5 element type");
-}
 
 std::string absolute(const std::string& path) { return path.empty() || path[0] != '/' ? "/" + path : path; }
 
@@ -146,21 +143,13 @@ void write_string_attr(hid_t obj, const std::string& name, const std::string& va
   if (!a || H5Awrite(a.id(), type.id(), &p) < 0) throw Error("cannot write attribute '" + name + "'" + hdf5_reason());
 }
 
-template <class T>
-void write_numeric_attr(hid_t obj, const std::string& name, T value) {
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
-  Handle a(H5Acreate2(obj, name.c_str(), mem_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!a || H5Awrite(a.id(), mem_type<T>(), &value) < 0)
-    throw Error("cannot write attribute '" + name + "'" + hdf5_reason());
-}
 
 void annotate(hid_t ds, std::string_view units, std::string_view description) {
   write_string_attr(ds, "units", std::string(units));
   write_string_attr(ds, "description", std::string(description));
 }
 
-}  // namespace
+}  // namespace detail
 
 void Handle::reset() {
   if (id_ >= 0 && close_) close_(id_);

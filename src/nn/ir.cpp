@@ -232,13 +232,4 @@ Node& Graph::add(std::string name, OpKind op, std::vector<int> inputs, Attrs att
   return nodes.back();
 }
 
-std::string shape_string(const std::vector<int64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (i) o += ", ";
-    o += std::to_string(s[i]);
-  }
-  return o + "]";
-}
-
 }  // namespace pnp::nn

@@ -220,3 +220,43 @@ TEST_CASE("atomic output: nothing under the final name until commit, no overwrit
   CHECK(read<double>(f, "/x").data[0] == 3.0);
   CHECK_THROWS_AS(check_output_path(dir / "no_such_dir" / "o.h5", false), pnp::InputError);
 }
+
+TEST_CASE("volumes: a chunked, compressed dataset written in slabs reads back in any hyperslab") {
+  auto dir = pnp::test::scratch_dir("io_volume");
+  auto path = dir / "vol.h5";
+  const int64_t Z = 5, H = 12, W = 9;
+  auto value = [](int64_t z, int64_t r, int64_t c) { return float(z) * 1000.0f + float(r) * 10.0f + 0.5f * float(c); };
+  {
+    H5File f = H5File::create(path);
+    create_chunked(f, "/volume", {Z, H, W}, {1, H, W}, 4, "attenuation per pixel", "a test volume");
+    // slabs of two slices, written out of order; slice 4 left unwritten
+    for (int64_t z0 : {2, 0}) {
+      std::vector<float> slab;
+      for (int64_t z = z0; z < z0 + 2; ++z)
+        for (int64_t r = 0; r < H; ++r)
+          for (int64_t c = 0; c < W; ++c) slab.push_back(value(z, r, c));
+      write_hyperslab(f, "/volume", {z0, 0, 0}, {2, H, W}, slab.data());
+    }
+    CHECK_THROWS_WITH_AS(write_hyperslab(f, "/volume", {4, 0, 0}, {2, H, W}, std::vector<float>(2 * H * W).data()),
+                         doctest::Contains("lies outside '/volume'"), pnp::InputError);
+  }
+  H5File f = H5File::open(path);
+  const ChunkLayout l = chunk_layout(f, "/volume");
+  CHECK(l.chunk == std::vector<int64_t>{1, H, W});
+  CHECK(l.deflate);
+  CHECK(read_attr_string(f, "/volume", "units") == "attenuation per pixel");
+  // a column through every slice, and one inner box
+  const Array<float> col = read_hyperslab<float>(f, "/volume", {0, 7, 3}, {Z, 1, 1});
+  CHECK(col.shape == std::vector<int64_t>{Z, 1, 1});
+  for (int64_t z = 0; z < 4; ++z) CHECK(col.data[size_t(z)] == value(z, 7, 3));
+  CHECK(std::isnan(col.data[4]));  // never written: NaN, not a plausible zero
+  const Array<double> box = read_hyperslab<double>(f, "/volume", {1, 2, 4}, {2, 3, 5});
+  for (int64_t z = 0; z < 2; ++z)
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t c = 0; c < 5; ++c) CHECK(box.data[size_t((z * 3 + r) * 5 + c)] == value(1 + z, 2 + r, 4 + c));
+  CHECK_THROWS_WITH_AS(read_hyperslab<float>(f, "/volume", {0, 0}, {1, 1}), doctest::Contains("has 3 dimensions, not 2"),
+                       pnp::InputError);
+  CHECK_THROWS_WITH_AS(read_hyperslab<float>(f, "/volume", {0, 10, 0}, {1, 3, W}),
+                       doctest::Contains("the range [0:1, 10:13, 0:9] lies outside '/volume'"), pnp::InputError);
+  CHECK_THROWS_WITH_AS(read_hyperslab<float>(f, "/nothing", {0}, {1}), doctest::Contains("not found"), pnp::InputError);
+}

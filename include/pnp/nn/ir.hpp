@@ -109,7 +109,7 @@ std::vector<int64_t> infer_output_shape(const Graph& g, std::vector<int64_t> inp
 // pixel it depends on (exact for these box-kernel graphs, computed by interval propagation).
 int64_t receptive_radius(const Graph& g);
 
-std::string shape_string(const std::vector<int64_t>& s);  // "[1, 3, 64, 64]"
+using pnp::shape_string;  // "[1, 3, 64, 64]" (pnp/core.hpp)
 
 // ---- The layer halo (distributed.halo_mode = layer) ---------------------------------------
 // One rank's view of a decomposition along one spatial axis: whether a neighbouring tile lies
