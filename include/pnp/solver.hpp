@@ -173,7 +173,7 @@ std::string remove_own_checkpoint(const std::string& path);
 // denoiser.memory_limit_gb. The estimate is the largest of the run's stages, each the memory it
 // holds at once, in bytes:
 //   solver       the loop's float32 images, resident (x, gradient, truth, extended z) and
-//                sinograms (data, projection), and 2 MiB of small tensors;
+//                sinograms (data, projection), and 256 KiB of small tensors;
 //   quality      the quality monitor's two boxes (the tile grown by the SSIM window), when the
 //                problem has a ground truth;
 //   weights      every parameter and buffer at the denoiser's precision;

@@ -24,7 +24,7 @@ constexpr double kNativeWorkspace = 0.10;
 // The eager executor's on the GPU, in multiples of its largest activation: cuDNN's workspaces
 // (H200, docs/performance.md#memory-budget).
 constexpr double kEagerWorkspaceCuda = 2.0;
-constexpr double kSmallBytes = 2.0 * (1 << 20);
+constexpr double kSmallBytes = 256.0 * 1024;
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 
@@ -61,9 +61,14 @@ std::vector<AxisTiling> axis_tilings(int64_t size, int64_t overlap, int64_t alig
   return out;
 }
 
+// Bytes as GB rounded up to two significant digits ("40", "5.9", "0.00099").
 std::string gb(double bytes) {
+  const double g = bytes / 1e9;
+  if (!(g > 0)) return "0";
+  const int e = static_cast<int>(std::floor(std::log10(g))) - 1;
+  const double step = std::pow(10.0, e);
   char b[32];
-  std::snprintf(b, sizeof b, "%.1f", std::ceil(bytes / 1e8) / 10);
+  std::snprintf(b, sizeof b, "%.*f", std::max(0, -e), std::ceil(g / step - 1e-9) * step);
   return b;
 }
 
@@ -130,11 +135,12 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   // index maps, the allocator's rounding): kSmallBytes
   base_.solver = 4.0 * (3 * own_px + ext_px_ + 2 * sino) + kSmallBytes;
   const int64_t r = metrics::SsimOptions{}.radius(), n = cfg.problem.size;
+  const bool measured = cfg.solver.metrics_every > 0;  // the quality monitor's boxes exist regardless
   if (ctx.truth && !own.empty()) {
     const double rows = static_cast<double>(std::min(own.r1 + r, n) - std::max<int64_t>(own.r0 - r, 0));
     const double cols = static_cast<double>(std::min(own.c1 + r, n) - std::max<int64_t>(own.c0 - r, 0));
     base_.quality = 2 * 4.0 * rows * cols;
-    metrics_strips_ = metrics::strip_workspace_bytes(own.rows(), own.cols(), r);
+    if (measured) metrics_strips_ = metrics::strip_workspace_bytes(own.rows(), own.cols(), r);
   }
   // The stages besides the denoiser's: the projections stage the tile (a transposed, and where
   // needed an aligned, copy); the set-up (before the loop's buffers) projects the truth in

@@ -7,6 +7,7 @@ denoiser.memory_limit_gb where one is set (the run then patched, its redundancy 
 the smallest that would do is exit 2 before any work, naming that smallest limit; the plan
 accepts the named limit and refuses 0.1 GB less.
   check_memory.py MPIEXEC... -- PNP_RECON STUDY.toml"""
+import math
 import os
 import re
 import resource
@@ -91,8 +92,10 @@ def check_refused():
         failures.append(f"{name}: expected exit 2 before any work naming the smallest limit: exit {p.returncode}, "
                         f"{text[-800:]}")
         return
-    least = float(m.group(1))
-    for value, want in ((least, 0), (round(least - 0.1, 1), 2)):
+    least = m.group(1)  # rounded up to two significant digits: one unit of the last less is refused
+    step = 10.0 ** (math.floor(math.log10(float(least))) - 1)
+    below = f"{float(least) - step:.{max(0, 1 - math.floor(math.log10(float(least))))}f}"
+    for value, want in ((least, 0), (below, 2)):
         q, _ = run(1, name + "_dry", sets[:-1] + [f"denoiser.memory_limit_gb={value}"], extra=["--dry-run"])
         print(f"  --dry-run at {value} GB: exit {q.returncode}")
         if q.returncode != want:

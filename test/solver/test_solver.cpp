@@ -285,7 +285,8 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     CHECK(msg.find("Raise the limit") != std::string::npos);
     c.denoiser.memory_limit_gb = std::stod(msg.substr(at + key.size()));
     CHECK(plan_memory(c, g, tile, ctx).total() <= c.denoiser.memory_limit_gb * 1e9);
-    c.denoiser.memory_limit_gb -= 0.15;
+    // rounded up to two significant digits: one unit of the last one less does not do
+    c.denoiser.memory_limit_gb -= std::pow(10.0, std::floor(std::log10(c.denoiser.memory_limit_gb)) - 1) * 1.0001;
     CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
   }
 }
