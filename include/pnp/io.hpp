@@ -215,6 +215,40 @@ Sinogram read_dxchange(const std::filesystem::path& path, const DxchangePaths& p
                        const DxchangeExpect& expect = {});
 void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths = {});
 
+// A projection volume in the DXchange layout: data [angles, slices, detector], either raw
+// counts with flat fields (data_white) and optionally dark fields (data_dark), both [frames,
+// slices, detector], or line integrals without them; theta [angles] in degrees; a ground truth
+// [slices, N, N] where the file has one.
+struct VolumePaths {
+  std::string data = "/exchange/data";
+  std::string theta = "/exchange/theta";
+  std::string white = "/exchange/data_white";
+  std::string dark = "/exchange/data_dark";
+  std::string ground_truth = "/exchange/ground_truth";
+};
+struct VolumeShapes {
+  std::vector<int64_t> data, theta, white, dark, ground_truth;  // empty: absent
+  bool has_theta = false;
+  int64_t angles() const { return data[0]; }
+  int64_t slices() const { return data[1]; }
+  int64_t detector() const { return data[2]; }
+};
+// The declared shapes, validated without reading any data: InputError naming the file and the
+// dataset for a data set that is not 3D or is empty, a theta, flat, dark or truth whose shape
+// does not match it, or dark fields without flat fields.
+VolumeShapes read_volume_shapes(const std::filesystem::path& path, const VolumePaths& paths = {});
+// The sinograms of slices [z0, z1), [z1 - z0, angles, detector] float32, read without the rest
+// of the volume. With flat fields: -log((data - dark) / (flat - dark)), flats and darks
+// averaged per (slice, bin), transmissions below 1e-6 clipped there (counted in `clipped`), the
+// bins whose flat is at or below their dark set to 0 (counted in `dead_bins`; more than 1 in
+// 1000 is an InputError). Every value read must be finite.
+struct SlabSinograms {
+  Array<float> sinograms;
+  int64_t clipped = 0, dead_bins = 0;
+};
+SlabSinograms read_volume_slab(const std::filesystem::path& path, const VolumePaths& paths, const VolumeShapes& shapes,
+                               int64_t z0, int64_t z1);
+
 // An image or volume (pnp_denoise's input): `dataset` of the file, or its only dataset when
 // empty (then set to its name). Its declared shape goes to `check_declared` (which throws to
 // refuse it: sizes against the network and memory) before anything is read; every value read

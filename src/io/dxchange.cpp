@@ -9,14 +9,6 @@
 namespace pnp::io {
 namespace fs = std::filesystem;
 
-namespace {
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string o = "[";
-  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-  return o + "]";
-}
-}  // namespace
-
 DxchangeShapes read_dxchange_shapes(const fs::path& path, const DxchangePaths& paths) {
   try {
     H5File f = H5File::open(path);
@@ -30,7 +22,7 @@ DxchangeShapes read_dxchange_shapes(const fs::path& path, const DxchangePaths& p
     if (!paths.theta.empty() && exists(f, paths.theta)) {
       sh.theta = shape_of(f, paths.theta);
       if (sh.theta.size() != 1 || sh.theta[0] != sh.data[0])
-        throw InputError("'" + paths.theta + "' has shape " + shape_text(sh.theta) + " but '" + paths.data + "' has " +
+        throw InputError("'" + paths.theta + "' has shape " + shape_string(sh.theta) + " but '" + paths.data + "' has " +
                          std::to_string(sh.data[0]) + " angles");
       sh.has_theta = true;
     }
@@ -38,7 +30,7 @@ DxchangeShapes read_dxchange_shapes(const fs::path& path, const DxchangePaths& p
       sh.ground_truth = shape_of(f, paths.ground_truth);
       if (sh.ground_truth.size() != 2 || sh.ground_truth[0] != sh.ground_truth[1] || sh.ground_truth[0] < 1)
         throw InputError("'" + paths.ground_truth + "' must be a square [N, N] image, has shape " +
-                         shape_text(sh.ground_truth));
+                         shape_string(sh.ground_truth));
       sh.has_truth = true;
     }
     return sh;

@@ -260,3 +260,112 @@ TEST_CASE("volumes: a chunked, compressed dataset written in slabs reads back in
                        doctest::Contains("the range [0:1, 10:13, 0:9] lies outside '/volume'"), pnp::InputError);
   CHECK_THROWS_WITH_AS(read_hyperslab<float>(f, "/nothing", {0}, {1}), doctest::Contains("not found"), pnp::InputError);
 }
+
+TEST_CASE("projection volumes: flat- and dark-field normalisation slab by slab, and damaged files refused") {
+  auto dir = pnp::test::scratch_dir("io_projvol");
+  const int64_t K = 3, Z = 4, D = 600;
+  // counts = dark + (flat - dark) * exp(-p) with p known per (angle, slice, bin)
+  auto p_true = [](int64_t k, int64_t z, int64_t d) { return 0.01 * double(k + 1) + 0.2 * double(z) + 1e-3 * double(d % 50); };
+  auto flat = [](int64_t f, int64_t z, int64_t d) { return 1000.0 + 10.0 * double(f) + double(z) + 0.1 * double(d); };
+  auto darkv = [](int64_t z, int64_t d) { return 50.0 + 0.5 * double(z) + 0.01 * double(d); };
+  auto write_volume = [&](const fs::path& path, bool dead_many) {
+    std::vector<float> data, white, dark, theta{0.f, 60.f, 120.f};
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t z = 0; z < Z; ++z)
+        for (int64_t d = 0; d < D; ++d) {
+          const double fm = (flat(0, z, d) + flat(1, z, d)) / 2;
+          data.push_back(float(darkv(z, d) + (fm - darkv(z, d)) * std::exp(-p_true(k, z, d))));
+        }
+    for (int64_t f = 0; f < 2; ++f)
+      for (int64_t z = 0; z < Z; ++z)
+        for (int64_t d = 0; d < D; ++d) white.push_back(float(flat(f, z, d)));
+    for (int64_t z = 0; z < Z; ++z)
+      for (int64_t d = 0; d < D; ++d) dark.push_back(float(darkv(z, d)));
+    // one dead bin (slice 2, bin 7: flat = dark) in every file; with dead_many, slice 1 is dead
+    for (int64_t f = 0; f < 2; ++f) white[size_t((f * Z + 2) * D + 7)] = dark[size_t(2 * D + 7)];
+    if (dead_many)
+      for (int64_t f = 0; f < 2; ++f)
+        for (int64_t d = 0; d < D; ++d) white[size_t((f * Z + 1) * D + d)] = 0.f;
+    H5File h = H5File::create(path);
+    write(h, "/exchange/data", data.data(), {K, Z, D}, "counts", "projections");
+    write(h, "/exchange/data_white", white.data(), {2, Z, D}, "counts", "flat fields");
+    write(h, "/exchange/data_dark", dark.data(), {1, Z, D}, "counts", "dark fields");
+    write(h, "/exchange/theta", theta.data(), {K}, "deg", "angles");
+  };
+  const fs::path good = dir / "vol.h5";
+  write_volume(good, false);
+  const VolumeShapes sh = read_volume_shapes(good);
+  CHECK(sh.angles() == K);
+  CHECK(sh.slices() == Z);
+  CHECK(sh.detector() == D);
+  CHECK(sh.has_theta);
+  const SlabSinograms s = read_volume_slab(good, {}, sh, 1, 3);
+  CHECK(s.sinograms.shape == std::vector<int64_t>{2, K, D});
+  CHECK(s.dead_bins == 1);
+  CHECK(s.clipped == 0);
+  double worst = 0;
+  for (int64_t z = 0; z < 2; ++z)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t d = 0; d < D; ++d) {
+        const double got = s.sinograms.data[size_t((z * K + k) * D + d)];
+        const double want = (z + 1 == 2 && d == 7) ? 0.0 : p_true(k, z + 1, d);
+        worst = std::max(worst, std::abs(got - want));
+      }
+  CHECK(worst < 2e-4);  // float32 counts of about 1000: 1e-7 relative, over exp(-p) >= 0.3
+
+  // Line integrals already: returned as stored, slice-major.
+  const fs::path plain = dir / "plain.h5";
+  {
+    std::vector<float> data;
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t z = 0; z < Z; ++z)
+        for (int64_t d = 0; d < 5; ++d) data.push_back(float(k * 100 + z * 10 + d));
+    H5File h = H5File::create(plain);
+    write(h, "/exchange/data", data.data(), {K, Z, 5}, "1", "line integrals");
+  }
+  const VolumeShapes ps = read_volume_shapes(plain);
+  const SlabSinograms q = read_volume_slab(plain, {}, ps, 2, 4);
+  CHECK(q.sinograms.shape == std::vector<int64_t>{2, K, 5});
+  CHECK(q.sinograms.data[size_t((1 * K + 2) * 5 + 4)] == 234.f);  // slice 3, angle 2, bin 4
+
+  // Damaged or inconsistent files: one clear error each, naming the file and the dataset.
+  const fs::path dead = dir / "dead.h5";
+  write_volume(dead, true);
+  CHECK_NOTHROW(read_volume_slab(dead, {}, read_volume_shapes(dead), 2, 4));
+  CHECK_THROWS_WITH_AS(read_volume_slab(dead, {}, read_volume_shapes(dead), 0, 2),
+                       doctest::Contains("have a flat field at or below the dark field (the first: slice 1, bin 0)"),
+                       pnp::InputError);
+  CHECK_THROWS_WITH_AS(read_volume_slab(good, {}, sh, 3, 5), doctest::Contains("lie outside the volume's 4"),
+                       pnp::InputError);
+  CHECK_THROWS_WITH_AS(read_volume_shapes(dir / "none.h5"), doctest::Contains("none.h5"), pnp::InputError);
+  auto broken = [&](const std::string& name, auto&& fill) {
+    const fs::path p = dir / (name + ".h5");
+    {
+      H5File h = H5File::create(p);
+      fill(h);
+    }
+    return p;
+  };
+  std::vector<float> zeros(size_t(2 * Z * D), 1.f);
+  const fs::path flat2d = broken("flat2d", [&](H5File& h) { write(h, "/exchange/data", zeros.data(), {2 * Z, D}, "1", "2D"); });
+  CHECK_THROWS_WITH_AS(read_volume_shapes(flat2d), doctest::Contains("must be [angles, slices, detector], got 2"),
+                       pnp::InputError);
+  const fs::path wrong_white = broken("wrong_white", [&](H5File& h) {
+    write(h, "/exchange/data", zeros.data(), {2, Z, D}, "1", "data");
+    write(h, "/exchange/data_white", zeros.data(), {1, Z - 1, D}, "1", "flats");
+  });
+  CHECK_THROWS_WITH_AS(read_volume_shapes(wrong_white), doctest::Contains("'/exchange/data_white' has shape [1, 3, 600]"),
+                       pnp::InputError);
+  const fs::path dark_only = broken("dark_only", [&](H5File& h) {
+    write(h, "/exchange/data", zeros.data(), {2, Z, D}, "1", "data");
+    write(h, "/exchange/data_dark", zeros.data(), {1, Z, D}, "1", "darks");
+  });
+  CHECK_THROWS_WITH_AS(read_volume_shapes(dark_only), doctest::Contains("dark fields need flat fields"), pnp::InputError);
+  std::vector<float> nan_data = zeros;
+  nan_data[size_t(1 * Z * D + 2 * D + 3)] = std::nanf("");
+  const fs::path has_nan = broken("nan", [&](H5File& h) { write(h, "/exchange/data", nan_data.data(), {2, Z, D}, "1", "data"); });
+  CHECK_NOTHROW(read_volume_slab(has_nan, {}, read_volume_shapes(has_nan), 0, 2));  // the NaN is in slice 2
+  CHECK_THROWS_WITH_AS(read_volume_slab(has_nan, {}, read_volume_shapes(has_nan), 2, 3), doctest::Contains(
+                           "'/exchange/data' (slices [2, 3) as [angle, slice - 2, bin]) holds a non-finite value (nan) at [1, 0, 3]"),
+                       pnp::InputError);
+}
