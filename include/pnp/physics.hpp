@@ -67,6 +67,15 @@ at::Tensor adjoint(const at::Tensor& sino, const Geometry& g, const Box& box);
 // Same into `out` ([box.rows(), box.cols()], stride(1) == 1, may be a row-strided view).
 void adjoint_out(const at::Tensor& sino, const Geometry& g, const Box& box, at::Tensor& out);
 
+// A batch of slices of a volume, each its own parallel-beam problem with the same geometry (the
+// slices do not interact): `slices` is [S, box.rows(), box.cols()], the sinograms [S, K, n_det],
+// both contiguous with one dtype and device. Each slice is what forward_out / adjoint_out give
+// it, so the batch's adjoint is exact as theirs is. The _out forms overwrite `out`.
+at::Tensor forward_slices(const at::Tensor& slices, const Geometry& g, const Box& box);
+void forward_slices_out(const at::Tensor& slices, const Geometry& g, const Box& box, at::Tensor& out);
+at::Tensor adjoint_slices(const at::Tensor& sinos, const Geometry& g, const Box& box);
+void adjoint_slices_out(const at::Tensor& sinos, const Geometry& g, const Box& box, at::Tensor& out);
+
 enum class FbpFilter { ramp, shepp_logan, cosine };
 FbpFilter parse_fbp_filter(const std::string& name);  // "ramp", "shepp_logan"/"shepp-logan", "cosine"
 std::string to_string(FbpFilter f);

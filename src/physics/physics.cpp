@@ -347,4 +347,51 @@ void adjoint_out(const at::Tensor& sino, const Geometry& g, const Box& box, at::
   adjoint_into(y, g.angles_tensor(sino.device()), g.n, g.n_det, box.r0, box.c0, out);
 }
 
+namespace {
+// [S, a, b] contiguous, and out [S, c, d] contiguous of its dtype and device.
+void check_batch(const at::Tensor& in, int64_t a, int64_t b, const at::Tensor& out, int64_t c, int64_t d,
+                 const char* what) {
+  auto shape = [](int64_t s, int64_t x, int64_t y) {
+    return "[" + std::to_string(s) + ", " + std::to_string(x) + ", " + std::to_string(y) + "]";
+  };
+  if (!in.defined() || in.dim() != 3 || in.size(1) != a || in.size(2) != b || !in.is_contiguous())
+    throw InputError(std::string(what) + ": the input must be a contiguous [slices, " + std::to_string(a) + ", " +
+                     std::to_string(b) + "] tensor, got " + (in.defined() ? shape_string(in.sizes().vec()) : "none"));
+  if (!out.defined() || out.dim() != 3 || out.size(0) != in.size(0) || out.size(1) != c || out.size(2) != d ||
+      !out.is_contiguous() || out.scalar_type() != in.scalar_type() || out.device() != in.device())
+    throw Error(std::string(what) + ": out must be a contiguous " + shape(in.size(0), c, d) +
+                " tensor with the input's dtype and device");
+}
+}  // namespace
+
+void forward_slices_out(const at::Tensor& slices, const Geometry& g, const Box& box, at::Tensor& out) {
+  check_batch(slices, box.rows(), box.cols(), out, g.n_angles(), g.n_det, "physics forward_slices");
+  for (int64_t s = 0; s < slices.size(0); ++s) {
+    at::Tensor o = out.select(0, s);
+    forward_out(slices.select(0, s), g, box, o);
+  }
+}
+
+at::Tensor forward_slices(const at::Tensor& slices, const Geometry& g, const Box& box) {
+  at::Tensor out = at::empty({slices.defined() && slices.dim() == 3 ? slices.size(0) : 0, g.n_angles(), g.n_det},
+                             slices.defined() ? slices.options() : at::TensorOptions());
+  forward_slices_out(slices, g, box, out);
+  return out;
+}
+
+void adjoint_slices_out(const at::Tensor& sinos, const Geometry& g, const Box& box, at::Tensor& out) {
+  check_batch(sinos, g.n_angles(), g.n_det, out, box.rows(), box.cols(), "physics adjoint_slices");
+  for (int64_t s = 0; s < sinos.size(0); ++s) {
+    at::Tensor o = out.select(0, s);
+    adjoint_out(sinos.select(0, s), g, box, o);
+  }
+}
+
+at::Tensor adjoint_slices(const at::Tensor& sinos, const Geometry& g, const Box& box) {
+  at::Tensor out = at::empty({sinos.defined() && sinos.dim() == 3 ? sinos.size(0) : 0, box.rows(), box.cols()},
+                             sinos.defined() ? sinos.options() : at::TensorOptions());
+  adjoint_slices_out(sinos, g, box, out);
+  return out;
+}
+
 }  // namespace pnp::physics
