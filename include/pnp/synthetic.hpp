@@ -42,6 +42,23 @@ inline int ellipse_samples_inside(const Ellipse& e, int64_t i, int64_t j, double
 std::vector<float> shepp_logan(int64_t n);
 std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed);
 
+// ---- Volumes: [slices, n, n], slice s at height z = pixel_centre(s, slices) in [-1, 1]. ----
+
+// An ellipse of the plane extended along z: semi-axis c, centred at z = 0. The slice at height
+// z holds the ellipse scaled by sqrt(1 - (z / c)^2) (nothing where |z| >= c).
+struct Ellipsoid {
+  Ellipse e;
+  double c;
+};
+// pnp's 3D Shepp-Logan: the modified phantom's ten ellipses as ellipsoids, the head 0.9 high,
+// the ventricles 0.22-0.3, the small features 0.02-0.05, so that slices away from the middle
+// lose them. Its slice at z = 0 is shepp_logan() exactly.
+std::vector<Ellipsoid> shepp_logan_ellipsoids();
+// The ellipses of the slice at height z.
+std::vector<Ellipse> ellipsoid_slice(const std::vector<Ellipsoid>& ellipsoids, double z);
+// Slice s of `slices` of the 3D phantom, n x n, clamped to [0, 1] as shepp_logan() is.
+std::vector<float> shepp_logan_slice(int64_t s, int64_t slices, int64_t n);
+
 // ---- Training images (pnp_train): polygons, smooth textures and random CT-like scenes. ----
 
 // A filled polygon in [-1, 1] units (even-odd rule), adding `value` inside.

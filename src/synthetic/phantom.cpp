@@ -107,6 +107,36 @@ std::vector<float> shepp_logan(int64_t n) {
   return img;
 }
 
+std::vector<Ellipsoid> shepp_logan_ellipsoids() {
+  // heights (semi-axes along z) of the ten ellipses, in shepp_logan_ellipses() order
+  static constexpr double kHeight[] = {0.90, 0.88, 0.22, 0.30, 0.25, 0.046, 0.046, 0.02, 0.02, 0.02};
+  const std::vector<Ellipse> plane = shepp_logan_ellipses();
+  std::vector<Ellipsoid> out;
+  for (size_t k = 0; k < plane.size(); ++k) out.push_back({plane[k], kHeight[k]});
+  return out;
+}
+
+std::vector<Ellipse> ellipsoid_slice(const std::vector<Ellipsoid>& ellipsoids, double z) {
+  std::vector<Ellipse> out;
+  for (const Ellipsoid& q : ellipsoids) {
+    const double t = z / q.c;
+    if (std::abs(t) >= 1.0) continue;
+    Ellipse e = q.e;
+    const double scale = std::sqrt(1.0 - t * t);  // exactly 1 at z = 0
+    e.a *= scale, e.b *= scale;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::vector<float> shepp_logan_slice(int64_t s, int64_t slices, int64_t n) {
+  if (slices < 1 || s < 0 || s >= slices)
+    throw InputError("shepp_logan_slice: slice " + std::to_string(s) + " of " + std::to_string(slices));
+  auto img = rasterize(ellipsoid_slice(shepp_logan_ellipsoids(), pixel_centre(s, slices)), n);
+  for (auto& v : img) v = std::clamp(v, 0.0f, 1.0f);
+  return img;
+}
+
 std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed) {
   auto img = rasterize(random_ellipses(count, seed), n);
   auto [lo, hi] = std::minmax_element(img.begin(), img.end());

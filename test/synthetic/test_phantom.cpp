@@ -161,3 +161,26 @@ TEST_CASE("rasterize (bounding boxes, threads) equals the plain per-pixel loop b
     CHECK(pnp::rasterize(es, n, s) == plain(es, n, s));
   }
 }
+
+TEST_CASE("3D Shepp-Logan: the middle slice is the 2D phantom, the features thin out with height") {
+  const int64_t n = 96, S = 33;
+  const std::vector<float> mid = pnp::shepp_logan_slice(S / 2, S, n);  // z = 0 exactly
+  CHECK(mid == pnp::shepp_logan(n));
+  // symmetric in z; every slice within [0, 1]
+  for (int64_t s : {0, 5, 12}) CHECK(pnp::shepp_logan_slice(s, S, n) == pnp::shepp_logan_slice(S - 1 - s, S, n));
+  auto count_above = [](const std::vector<float>& v, float t) {
+    return std::count_if(v.begin(), v.end(), [t](float x) { return x > t; });
+  };
+  // the head shrinks away from the middle and is gone beyond its height 0.9 (slice 0: z = -0.97)
+  const auto q = pnp::shepp_logan_ellipsoids();
+  const double z12 = pnp::pixel_centre(12, S);
+  CHECK(pnp::ellipsoid_slice(q, z12)[0].a == doctest::Approx(0.69 * std::sqrt(1 - z12 * z12 / 0.81)));
+  CHECK(count_above(pnp::shepp_logan_slice(0, S, n), 0.0f) == 0);
+  CHECK(count_above(pnp::shepp_logan_slice(2, S, n), 0.5f) > 0);  // z = -0.85: a ring of skull
+  // the small features (height <= 0.05) are in the middle slice only: slice 15 (z = -0.06) has the
+  // head and ventricles but differs from the middle where they were
+  const std::vector<float> near = pnp::shepp_logan_slice(15, S, n);
+  CHECK(near != mid);
+  CHECK(pnp::ellipsoid_slice(q, -0.06).size() == 5);
+  CHECK_THROWS_AS(pnp::shepp_logan_slice(S, S, n), pnp::InputError);
+}
