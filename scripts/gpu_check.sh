@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The GPU check tier: builds pnp on a GPU machine and checks what the CPU tests cannot, in
 # under 10 minutes on one H200. Ends with one line "N passed, M failed" (exit 1 if M > 0).
-#   scripts/gpu_check.sh [--no-build] [--quick] [--out DIR]
+#   scripts/gpu_check.sh [--no-build] [--quick] [--out DIR] [--path both|hopper|portable]
 # --quick: test_solver and the native and NCCL runs only (no test_native/physics/nn, no inductor).
+# --path: the kernels' path. hopper: as the GPU allows (pnp's sm_90 kernels on a Hopper GPU);
+# portable: with PNP_KERNELS=portable, the path an A100 takes (cuDNN and pnp's portable kernels);
+# both (the default): hopper, then the tier again on the portable path into DIR/portable, each
+# with its own closing line ("hopper path: ..." and "portable path: ...").
 #
 #  1. the GPU unit tests: test_native, test_physics, test_nn, test_solver (CUDA cases included);
 #  2. pnp_recon at 1024² with the shipped drunet_ct, TF32 off (compile.tf32 = false), in none,
@@ -25,18 +29,23 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 build=1
 quick=0
+path=both
 out=${OUT:-gpu_check}
 while [ $# -gt 0 ]; do
   case $1 in
     --no-build) build=0 ;;
     --quick) quick=1 ;;
     --out) out=$2; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --path) path=$2; shift
+      case $path in both|hopper|portable) ;; *) echo "error: --path must be both, hopper or portable" >&2; exit 2 ;; esac ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 mkdir -p "$out"
+if [ "$path" = portable ]; then export PNP_KERNELS=portable; else unset PNP_KERNELS; fi
+label=$([ "$path" = portable ] && echo portable || echo hopper)
 work=$(mktemp -d)
 log="$out/gpu_check.log"
 : >"$log"
@@ -135,6 +144,14 @@ tail -2 "$work/budget.log" | tee -a "$log"
 result "memory budget: 1 GB at 8192² is exit 2 before any work, naming the smallest budget (exit $rc)" $?
 
 (cd "$work" && tar czf - -- *.log *.txt) >"$out/gpu_check_logs.tgz"
-note "gpu_check: $(( $(date +%s) - t0 )) s"
-note "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+note "gpu_check ($label path): $(( $(date +%s) - t0 )) s"
+note "$label path: $pass passed, $fail failed"
+rc=0
+[ $fail -eq 0 ] || rc=1
+if [ "$path" = both ]; then
+  args=(--no-build --path portable --out "$out/portable")
+  [ $quick = 1 ] && args+=(--quick)
+  "$0" "${args[@]}" || rc=1
+  tail -1 "$out/portable/gpu_check.log" >>"$log"
+fi
+exit $rc

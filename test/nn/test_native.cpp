@@ -1,6 +1,7 @@
 // The native backend against the eager executor: every architecture, 2D and 3D, float64 and
 // float32, with the expected fusions; shape checks; buffer reuse across calls; sigma at run
 // time; options off; a hand-made conv+add+relu graph. CUDA cases run when a GPU is present.
+#include <cstdlib>
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include "pnp_test.hpp"
@@ -1191,8 +1192,8 @@ TEST_CASE("native: a CUDA graph capture that failed leaves the device's random n
 #endif
 #ifdef PNP_HAVE_WGMMA_CONV
 TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and cuDNN (CUDA, compute capability 9.0)") {
-  if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9) {
-    MESSAGE("no Hopper GPU: the wgmma cases skipped");
+  if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9 || !pnp::nn::hopper_kernels_default()) {
+    MESSAGE("no Hopper GPU, or PNP_KERNELS=portable: the wgmma cases skipped");
     return;
   }
   auto& ctx = at::globalContext();
@@ -1320,3 +1321,18 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
 }
 #endif
 #endif
+
+TEST_CASE("PNP_KERNELS=portable turns the sm_90-only kernels off by default (the A100 path on any GPU)") {
+  const char* before = std::getenv("PNP_KERNELS");
+  const std::string saved = before ? before : "";
+  ::unsetenv("PNP_KERNELS");
+  CHECK(pnp::nn::NativeOptions{}.wgmma_convs);
+  ::setenv("PNP_KERNELS", "portable", 1);
+  CHECK_FALSE(pnp::nn::NativeOptions{}.wgmma_convs);
+  CHECK(pnp::nn::NativeOptions{}.narrow_convs);  // the portable kernels stay
+  ::setenv("PNP_KERNELS", "hopper", 1);
+  CHECK(pnp::nn::NativeOptions{}.wgmma_convs);
+  ::setenv("PNP_KERNELS", "sm80", 1);
+  CHECK_THROWS_WITH_AS(pnp::nn::hopper_kernels_default(), doctest::Contains("expected \"portable\""), pnp::InputError);
+  if (before) ::setenv("PNP_KERNELS", saved.c_str(), 1); else ::unsetenv("PNP_KERNELS");
+}

@@ -54,6 +54,11 @@
 
 namespace pnp::nn {
 
+// Whether pnp's sm_90-only kernels are on by default: false when the environment variable
+// PNP_KERNELS is "portable" (the path an A100 takes, on any GPU: scripts/gpu_check.sh runs the
+// check tier both ways), true when it is unset, empty or "hopper"; InputError for another value.
+bool hopper_kernels_default();
+
 struct NativeOptions {
   bool channels_last = true;
   bool fuse = true;        // pattern fusions (BN folding is always done; src/nn/native/plan.hpp lists them)
@@ -172,7 +177,9 @@ struct NativeOptions {
   // with the nvidia-cutlass headers only. On by default since 2026-12-03 (timed, it can only
   // win: DnCNN 3 ch 2048² 24.996 -> 22.784 ms, DRUNet 1 ch 4096² 282.5 -> 274.7 ms fp32 and
   // 149.6 -> 142.4 ms bf16 with the first rows kernel, H200, docs/performance.md#native-kernels).
-  bool wgmma_convs = true;
+  // The environment's PNP_KERNELS=portable turns it off by default (hopper_kernels_default):
+  // the path an A100 takes, run on a Hopper GPU.
+  bool wgmma_convs = hopper_kernels_default();
 };
 
 // Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.

@@ -1,6 +1,8 @@
 // The native backend's executor (include/pnp/nn/native.hpp; the class in impl.hpp): its
 // construction (the plan, then materialise, allocate and, unless deferred to the first call, the
 // warm-up and capture), the forward, and make_native.
+#include <cstdlib>
+
 #include "impl.hpp"
 
 #include <cstdio>
@@ -77,6 +79,14 @@ at::Tensor NativeImpl::forward(const at::Tensor& x, double sigma) {
 }
 
 }  // namespace native
+
+bool hopper_kernels_default() {
+  const char* v = std::getenv("PNP_KERNELS");
+  const std::string k = v ? v : "";
+  if (k.empty() || k == "hopper") return true;
+  if (k == "portable") return false;
+  throw InputError("PNP_KERNELS = \"" + k + "\": expected \"portable\" (no sm_90-only kernels) or \"hopper\"");
+}
 
 int64_t native_slot_bytes(const Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes) {
   const NativeOptions o;
