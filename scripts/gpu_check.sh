@@ -21,7 +21,9 @@
 #  5. the memory budget: 8192² in pre under denoiser.memory_limit_gb = 6, metrics every
 #     iteration: patched, its peak <= the budget, its estimate >= the peak and within 10 % of it
 #     (test/gpu/check_budget.py); and a budget below the smallest that would do is exit 2 before
-#     any work, with the smallest budget named.
+#     any work, with the smallest budget named;
+#  6. (hopper pass only) the sm_80 build: the CUDA libraries configured and compiled for compute
+#     capability 8.0 (build/gpu_sm80), so the A100's build stays a tested target.
 # The build: scripts/device_build.sh when .deps/ holds the carried packages (the device tool's
 # machine), else cmake with PNP_WITH_CUDA=ON into build/gpu. Logs and outputs go to --out
 # (default $OUT when set, else gpu_check/).
@@ -142,6 +144,20 @@ rc2=$?
 tail -2 "$work/budget.log" | tee -a "$log"
 [ $rc -eq 2 ] && [ $rc2 -eq 0 ]
 result "memory budget: 1 GB at 8192² is exit 2 before any work, naming the smallest budget (exit $rc)" $?
+
+# 6. the sm_80 build (the portable pass has the same sources: once is enough)
+if [ "$label" = hopper ]; then
+  t=$(date +%s)
+  if ls .deps/*.deb >/dev/null 2>&1; then
+    PNP_CUDA_ARCH=80 scripts/device_build.sh pnp_nn pnp_physics >"$work/build_sm80.log" 2>&1
+  else
+    { cmake -S . -B build/gpu_sm80 -DCMAKE_BUILD_TYPE=Release -DPNP_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=80 &&
+      cmake --build build/gpu_sm80 -j"$(nproc)" --target pnp_nn pnp_physics; } >"$work/build_sm80.log" 2>&1
+  fi
+  rc=$?
+  [ $rc -eq 0 ] || tail -20 "$work/build_sm80.log" | tee -a "$log"
+  result "sm_80 build of the CUDA libraries ($(( $(date +%s) - t )) s)" $rc
+fi
 
 (cd "$work" && tar czf - -- *.log *.txt) >"$out/gpu_check_logs.tgz"
 note "gpu_check ($label path): $(( $(date +%s) - t0 )) s"
