@@ -179,7 +179,8 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc) {
     }
   // What a denoiser call holds beyond its activations, and what it keeps between calls:
   //   eager, CUDA: cuDNN's workspaces;
-  //   eager, CPU: a float32 copy of a convolution's output beside the live values;
+  //   eager, CPU: a float32 buffer the size of a convolution's input or output (the larger)
+  //   beside the live values (roofline::ActivationMemory::conv_temp_peak_bytes);
   //   native, CUDA: workspaces; its buffers stay (kept = activations);
   //   native, CPU: its own float32 copy of the weights and its slots (the values its plan
   //   preallocates, nn::native_slot_bytes), kept; its convolutions' outputs come and go as
