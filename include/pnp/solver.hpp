@@ -87,6 +87,11 @@ struct Problem {
 // the same noise on every rank (a host generator of problem.seed). The ground truth's range,
 // and the ellipses' normalisation by it, are reduced over the ranks too.
 Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device device, Communicator* comm);
+// The data of a simulated problem: A truth (the pixels of `own`, on their device) in float64,
+// summed over the ranks of `comm` when given, rounded to float32 once, plus Gaussian noise of
+// noise_sigma x max |A truth| from a host generator of `seed` (the same on every rank): [K, n_det].
+at::Tensor noisy_projection(const at::Tensor& truth_own, const physics::Geometry& geom, const Box& own,
+                            double noise_sigma, int64_t seed, Communicator* comm = nullptr);
 // The same on one process, the whole image: the sinogram and the ground truth on the host.
 io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
 // With a problem.sinogram: problem.size, angles and detector from the file's declared shapes

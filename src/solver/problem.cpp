@@ -15,6 +15,27 @@ at::Tensor from_vector(std::vector<float> v, std::vector<int64_t> shape) {
 }
 }  // namespace
 
+at::Tensor noisy_projection(const at::Tensor& truth_own, const physics::Geometry& geom, const Box& own,
+                            double noise_sigma, int64_t seed, Communicator* comm) {
+  // A x in float64, the ranks' partial sinograms summed, then rounded once: the data do not
+  // depend on the rank count (but for the rare sum that lands on the other side of a float32
+  // rounding boundary), as a float32 sum of partial projections would, at float32 rounding.
+  const auto device = truth_own.device();
+  at::Tensor y64 = at::empty({geom.n_angles(), geom.n_det}, at::TensorOptions().dtype(at::kDouble).device(device));
+  if (own.empty())
+    y64.zero_();
+  else
+    physics::forward_out(truth_own.to(at::kDouble), geom, own, y64);
+  if (comm) comm->allreduce_sum(y64);
+  at::Tensor y = y64.to(at::kFloat);
+  if (noise_sigma > 0) {  // the same noise on every rank (a host generator of the seed)
+    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed) * 2654435761ull + 17);
+    const double scale = noise_sigma * y.abs().max().item<double>();
+    y = y + scale * at::normal(0.0, 1.0, y.sizes(), gen, at::kFloat).to(device);
+  }
+  return y.contiguous();
+}
+
 Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device device, Communicator* comm) {
   auto geom = physics::Geometry::standard(p.size, p.angles, p.detector);
   auto global_max = [&](double v) { return comm ? comm->max(v) : v; };
@@ -44,28 +65,12 @@ Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device devi
   }
   const auto [truth_min, truth_max] = range();
 
-  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
   Problem prob;
   prob.geom = geom;
   prob.truth_own = from_vector(std::move(img), {std::max<int64_t>(own.rows(), 0), std::max<int64_t>(own.cols(), 0)}).to(device);
   prob.truth_min = truth_min;
   prob.truth_max = truth_max;
-  // A x in float64, the ranks' partial sinograms summed, then rounded once: the data do not
-  // depend on the rank count (but for the rare sum that lands on the other side of a float32
-  // rounding boundary), as a float32 sum of partial projections would, at float32 rounding.
-  at::Tensor y64 = at::empty({geom.n_angles(), geom.n_det}, opts.dtype(at::kDouble));
-  if (own.empty())
-    y64.zero_();
-  else
-    physics::forward_out(prob.truth_own.to(at::kDouble), geom, own, y64);
-  if (comm) comm->allreduce_sum(y64);
-  at::Tensor y = y64.to(at::kFloat);
-  if (p.noise_sigma > 0) {  // the same noise on every rank (a host generator of the seed)
-    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(p.seed) * 2654435761ull + 17);
-    const double scale = p.noise_sigma * y.abs().max().item<double>();
-    y = y + scale * at::normal(0.0, 1.0, y.sizes(), gen, at::kFloat).to(device);
-  }
-  prob.y = y.contiguous();
+  prob.y = noisy_projection(prob.truth_own, geom, own, p.noise_sigma, p.seed, comm);
   prob.angles_source = "simulated: " + std::to_string(p.angles) + " angles evenly spaced over [0, 180) degrees";
   return prob;
 }
