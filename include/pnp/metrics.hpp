@@ -28,7 +28,7 @@ struct SsimOptions {
 // once (kStripArrays float64 arrays of a strip: the SSIM's inputs, means, variances, map and
 // their temporaries).
 inline constexpr int64_t kStripElements = int64_t{1} << 20;
-inline constexpr int64_t kStripArrays = 22;  // measured on the CPU: 20.3-20.6 arrays at 512² and 1024²
+inline constexpr int64_t kStripArrays = 10;  // measured on the CPU: 8.8-8.9 arrays at 512² and 1024²
 // Rows per strip for rows of `cols` values with `halo` extra rows and columns on every side
 // (SSIM: its window radius; PSNR: none), and the most bytes the strips of `rows` such rows hold
 // at once.

@@ -81,7 +81,7 @@ SsimSum ssim_strip(const at::Tensor& x, const at::Tensor& ref, const Box& box, c
   auto padded = [&](const at::Tensor& t) {
     return t.index_select(0, ri).index_select(1, ci).to(at::kDouble);
   };
-  const at::Tensor p = padded(x), q = padded(ref);
+  at::Tensor p = padded(x), q = padded(ref);
   // The normalised 1D Gaussian of scipy.ndimage.gaussian_filter, applied along the rows, then
   // the columns, as a weighted sum of shifted views: two arrays of work, where a convolution
   // would unfold its input (2r + 1 copies on the CPU).
@@ -97,10 +97,17 @@ SsimSum ssim_strip(const at::Tensor& x, const at::Tensor& ref, const Box& box, c
     for (int64_t j = 1; j <= 2 * r; ++j) b.add_(a.narrow(1, j, C), k[static_cast<size_t>(j)]);
     return b;
   };
-  const at::Tensor mx = filt(p), my = filt(q);
-  const at::Tensor vx = filt(p * p).sub_(mx * mx), vy = filt(q * q).sub_(my * my), vxy = filt(p * q).sub_(mx * my);
+  // In place where a value dies, so that a strip holds at most about ten arrays at once.
+  at::Tensor mx = filt(p), my = filt(q);
+  at::Tensor vx = filt(p * p).addcmul_(mx, mx, -1), vy = filt(q * q).addcmul_(my, my, -1);
+  at::Tensor vxy = filt(p * q).addcmul_(mx, my, -1);
+  p = q = at::Tensor();
   const double c1 = std::pow(o.k1 * data_range, 2), c2 = std::pow(o.k2 * data_range, 2);
-  const at::Tensor s = ((2 * mx * my + c1) * (2 * vxy + c2)) / ((mx * mx + my * my + c1) * (vx + vy + c2));
+  // s = (2 mx my + c1)(2 vxy + c2) / ((mx² + my² + c1)(vx + vy + c2))
+  at::Tensor s = (mx * my).mul_(2).add_(c1).mul_(vxy.mul_(2).add_(c2));
+  vxy = at::Tensor();
+  mx.square_().addcmul_(my, my).add_(c1).mul_(vx.add_(vy).add_(c2));
+  s.div_(mx);
   // Count only the pixels at least r from the image border (skimage crops the map by r).
   const int64_t a0 = std::max(own.r0, r), a1 = std::min(own.r1, rows - r);
   const int64_t b0 = std::max(own.c0, r), b1 = std::min(own.c1, cols - r);
