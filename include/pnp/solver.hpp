@@ -193,7 +193,8 @@ std::string remove_own_checkpoint(const std::string& path);
 //                and output copies; the whole tile's output otherwise;
 //   other        what the other stages hold beyond the denoiser's: the set-up (the data's
 //                float64 projection, the power method), the projections' staging copies and
-//                the metrics' strips (metrics::strip_workspace_bytes).
+//                the metrics' strips (metrics::strip_workspace_bytes);
+//   margin       on the CPU only, 3 % of the rest.
 // With memory_limit_gb > 0 and patch_size = 0 the patches are chosen to fit the limit with the
 // least redundant work: the whole tile when it fits, else the rows x cols counts of patches
 // whose computed pixels are fewest (rectangular patches, every one of the same extent where
@@ -206,8 +207,9 @@ struct MemoryPlan {
   int patch_shapes = 1;
   double redundancy = 1;  // pixels the patches compute / pixels of the extended tile (1: whole tile)
   double solver = 0, quality = 0, weights = 0, activations = 0, workspace = 0, patching = 0, other = 0;
+  double margin = 0;  // on the CPU, 3 % of the rest: oneDNN's buffers vary with the instruction set
   bool patched() const { return patches > 1; }
-  double total() const { return solver + quality + weights + activations + workspace + patching + other; }
+  double total() const { return solver + quality + weights + activations + workspace + patching + other + margin; }
   std::string describe() const;  // one line
 };
 // What the estimate needs besides the configuration and the tile.
