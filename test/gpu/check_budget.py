@@ -10,59 +10,26 @@ line that names that smallest budget.
 """
 import argparse
 import os
-import re
 import sys
 
-import h5py
-import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "solver"))
+from memory_checks import refusal_problems, run_problems  # noqa: E402
 
 
 def check_run(path, slack):
-    with h5py.File(path, "r") as f:
-        budget = float(f["/memory"].attrs["limit_gb"]) * 1e9
-        peak = f["/memory/peak_bytes"][()].astype(float)
-        est = f["/memory/estimated_bytes"][()].astype(float)
-        patches = f["/memory/patches"][()]
-        red = f["/decomposition/patch_redundancy"][()]
-        psnr = f["/metrics/psnr"][()]
-        x = f["/reconstruction"][()]
-    gib = 2.0 ** 30
-    print(f"{path}: budget {budget / 1e9:g} GB, peak {peak / gib} GiB, estimate {est / gib} GiB, "
-          f"{patches} patches, redundancy {red}, final PSNR {psnr[-1]:.3f} dB")
-    ok = True
-    if budget <= 0:
-        print("  FAIL: no memory_limit_gb in the output"); ok = False
-    if np.any(peak <= 0):
-        print("  FAIL: no peak measured"); ok = False
-    if np.any(peak > budget):
-        print(f"  FAIL: the peak exceeds the budget by {(peak.max() - budget) / gib:.3f} GiB"); ok = False
-    if np.any(est < peak):
-        print(f"  FAIL: the estimate is short of the peak (peak / estimate {np.max(peak / est):.3f})"); ok = False
-    if np.any(est > (1 + slack) * peak):
-        print(f"  FAIL: the estimate is more than {slack:.0%} over the peak (estimate / peak {np.max(est / peak):.3f})")
-        ok = False
-    if np.any(patches <= 1):
-        print("  FAIL: the run was not patched: the budget did not bind"); ok = False
-    if not (np.isfinite(psnr[-1]) and float(np.std(x)) > 0):
-        print("  FAIL: the reconstruction is blank or its PSNR not finite"); ok = False
-    return ok
+    problems, summary = run_problems(path, slack, patched=True)
+    print(f"{path}: {summary}")
+    for q in problems:
+        print(f"  FAIL: {q}")
+    return not problems
 
 
 def check_refused(log, output):
-    text = open(log, errors="replace").read()
-    errors = [line for line in text.splitlines() if line.startswith("error:")]
-    ok = True
-    if os.path.exists(output):
-        print(f"  FAIL: {output} exists: the refused run wrote an output"); ok = False
-    if len(errors) != 1:
-        print(f"  FAIL: expected one error line, got {len(errors)}"); ok = False
-    m = re.search(r"The smallest limit that would do is denoiser\.memory_limit_gb = ([0-9]+(?:\.[0-9]+)?)", text)
-    if not m:
-        print("  FAIL: the error does not name the smallest budget that would do"); ok = False
-    if re.search(r"^iteration ", text, re.M):
-        print("  FAIL: iterations ran before the refusal"); ok = False
-    print(f"{log}: {errors[:1]}")
-    return ok
+    problems, least = refusal_problems(open(log, errors="replace").read(), output)
+    print(f"{log}: refused, smallest budget named: {least}")
+    for q in problems:
+        print(f"  FAIL: {q}")
+    return not problems
 
 
 def main():

@@ -9,15 +9,14 @@ accepts the named limit and refuses 0.1 GB less.
   check_memory.py MPIEXEC... -- PNP_RECON STUDY.toml"""
 import math
 import os
-import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 
-import h5py
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memory_checks import refusal_problems, run_problems  # noqa: E402
 
 sep = sys.argv.index("--")
 mpiexec = sys.argv[1:sep]
@@ -47,52 +46,23 @@ def check(name, ranks, sets, patched=False):
     if p.returncode != 0:
         failures.append(f"{name}: exit {p.returncode}: {p.stdout[-600:]} {p.stderr[-600:]}")
         return
-    with h5py.File(out, "r") as f:
-        peak = f["/memory/peak_bytes"][()].astype(float)
-        est = f["/memory/estimated_bytes"][()].astype(float)
-        limit = float(f["/memory"].attrs["limit_gb"]) * 1e9
-        patches = f["/memory/patches"][()]
-        shape = f["/memory/patch_shape"][()]
-        red = f["/decomposition/patch_redundancy"][()]
-        boxes = f["/decomposition/boxes"][()]
-        x = f["/reconstruction"][()]
-        psnr = f["/metrics/psnr"][()]
-    mib = 2.0 ** 20
-    print(f"{name}: peak {np.round(peak / mib, 1)} MiB, estimate {np.round(est / mib, 1)} MiB, "
-          f"ratio {np.round(peak / est, 3)}, {patches} patches of {shape.tolist()}, redundancy {np.round(red, 3)}, "
-          f"PSNR {psnr[-1]:.2f} dB")
-    if np.any(peak <= 0):
-        failures.append(f"{name}: no allocations counted ({peak})")
-    if np.any(peak > est):
-        failures.append(f"{name}: peak over the estimate: {peak / est}")
-    if np.any(est > 1.10 * peak):
-        failures.append(f"{name}: estimate more than 10 % over the peak: {est / peak}")
-    if limit > 0 and np.any(peak > limit):
-        failures.append(f"{name}: peak over the limit {limit / 1e9} GB: {peak / 1e9}")
-    if patched:
-        if not np.all(patches > 1):
-            failures.append(f"{name}: expected patches, ran {patches}")
-        # the redundancy reported is the patches' FLOPs over one call on the tile: > 1, and at
-        # least the pixels' ratio would be were every pixel's work the same
-        if not np.all(red > 1):
-            failures.append(f"{name}: /decomposition/patch_redundancy {red} does not show the patches' work")
-    if not (np.isfinite(psnr[-1]) and float(np.std(x)) > 1e-3 and len(boxes) == ranks):
-        failures.append(f"{name}: blank or wrong reconstruction (PSNR {psnr[-1]}, std {np.std(x)})")
+    problems, summary = run_problems(out, 0.10, patched)
+    print(f"{name}: {summary}")
+    failures.extend(f"{name}: {q}" for q in problems)
 
 
 def check_refused():
     name = "refused"
     sets = ["problem.size=512", "compile.mode='none'", "denoiser.memory_limit_gb=0.2"]
     p, out = run(1, name, sets)
-    text = p.stdout + p.stderr
-    m = re.search(r"The smallest limit that would do is denoiser\.memory_limit_gb = ([0-9]+(?:\.[0-9]+)?)", text)
-    errors = [line for line in text.splitlines() if line.startswith("error:")]
-    print(f"{name}: exit {p.returncode}, {errors[:1]}")
-    if p.returncode != 2 or os.path.exists(out) or len(errors) != 1 or not m or "iteration 1" in text:
-        failures.append(f"{name}: expected exit 2 before any work naming the smallest limit: exit {p.returncode}, "
-                        f"{text[-800:]}")
+    problems, least = refusal_problems(p.stdout + p.stderr, out)
+    print(f"{name}: exit {p.returncode}, smallest {least}")
+    if p.returncode != 2:
+        problems.append(f"exit {p.returncode}, expected 2")
+    if problems:
+        failures.extend(f"{name}: {q}" for q in problems)
         return
-    least = m.group(1)  # rounded up to two significant digits: one unit of the last less is refused
+    # rounded up to two significant digits: one unit of the last less is refused
     step = 10.0 ** (math.floor(math.log10(float(least))) - 1)
     below = f"{float(least) - step:.{max(0, 1 - math.floor(math.log10(float(least))))}f}"
     for value, want in ((least, 0), (below, 2)):
