@@ -144,22 +144,26 @@ clocks_stop() {
 #   $OUT/NAME.csv (exit 2 rows: the plan refused the budget before any work); the runs' logs
 #   into $OUT/NAME_logs/
 memory_matrix() {
-  local name=$1 sizes=$2 budgets=$3 precs=$4 modes=$5 n b p m rc
+  local name=$1 sizes=$2 budgets=$3 precs=$4 modes=$5 n b p m rc out
   shift 5
   local work
   work=$(mktemp -d)
+  mkdir -p "$OUT/${name}_logs"
+  python3 scripts/memory_matrix.py --header >"$OUT/$name.csv"
   for n in $sizes; do for b in $budgets; do for p in $precs; do for m in $modes; do
     stamp "pnp_recon $n² budget $b GB $p $m"
+    out="$work/n${n}_b${b}_${p}_${m}"
     timeout 240 "$PNP_CALL_BIN/pnp_recon" input/study_4096.toml --set problem.size="$n" \
       --set denoiser.memory_limit_gb="$b" --set denoiser.precision="\"$p\"" --set compile.mode="\"$m\"" \
       --set solver.iterations=2 --set solver.metrics_every=1 --set distributed.device="\"$PNP_CALL_DEVICE\"" "$@" \
-      --output "$work/n${n}_b${b}_${p}_${m}.h5" --force >"$work/n${n}_b${b}_${p}_${m}.log" 2>&1
+      --output "$out.h5" --force >"$out.log" 2>&1
     rc=$?
-    echo "rc=$rc"; grep -E "^error|memory|patch" "$work/n${n}_b${b}_${p}_${m}.log" | cut -c1-200 | head -4
-    echo "$n,$b,$p,$m,$rc" >>"$work/rows.txt"
+    echo "rc=$rc"; grep -E "^error|memory|patch" "$out.log" | cut -c1-200 | head -4
+    # a row now, and the output gone: 16384² outputs are 2 GiB each
+    python3 scripts/memory_matrix.py "$n" "$b" "$p" "$m" "$rc" "$out.h5" >>"$OUT/$name.csv"
+    cp "$out.log" "$OUT/${name}_logs/"
+    rm -f "$out.h5"
   done; done; done; done
-  python3 scripts/memory_matrix.py "$work" >"$OUT/$name.csv"
-  mkdir -p "$OUT/${name}_logs" && cp "$work"/*.log "$OUT/${name}_logs/"
   rm -rf "$work"
   cat "$OUT/$name.csv"
 }

@@ -206,8 +206,9 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc) {
   const double resident = m.solver + m.quality + m.weights;
   const double denoise = m.activations + m.workspace + m.patching;
   const double others = kept + std::max(physics_, metrics_strips_);
-  // the set-up also reads the weights: in float32 on the host, so on a CPU device both copies
-  const double loading = cuda_ ? m.weights : m.weights * (1 + 4.0 / static_cast<double>(eb_));
+  // the set-up also reads the weights, in float32 on the host: on a CPU device that copy, and the
+  // converted one beside it when the denoiser's precision is not float32
+  const double loading = cuda_ ? m.weights : m.weights * 4.0 / static_cast<double>(eb_) + (eb_ == 4 ? 0 : m.weights);
   const double total = std::max(resident + std::max(denoise, others), setup_ + loading);
   m.other = total - (resident + denoise);
   m.margin = cuda_ ? 0 : kCpuMargin * total;

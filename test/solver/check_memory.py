@@ -74,6 +74,7 @@ def check_refused():
 
 eager = "compile.mode='none'"
 native = "compile.mode='pre'"
+check("drunet_256_eager", 1, ["problem.size=256", eager])  # the set-up's weights outweigh the denoiser here
 check("drunet_512_eager", 1, ["problem.size=512", eager])
 check("drunet_512_native_bf16", 1, ["problem.size=512", native, "denoiser.precision='bf16'"])
 check("dncnn_512_native_limit", 1, ["problem.size=512", native, "denoiser.architecture='dncnn'",
