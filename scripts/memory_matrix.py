@@ -34,7 +34,7 @@ def row(n, b, p, m, rc, path):
         den = float(h["/timings/denoise"][-1].max())
         commit = h.attrs.get("git_commit", "")
         commit = commit.decode() if isinstance(commit, bytes) else str(commit)
-    return [n, b, p, m, rc, f"{est:.2f}", f"{peak:.2f}", f"{peak / est:.3f}", f"{peak * 2**30 / (float(b) * 1e9):.3f}",
+    return [n, b, p, m, rc, f"{est:.2f}", f"{peak:.2f}", f"{peak / est:.3f}", f"{peak * 2**30 / (float(b) * 1e9):.3f}" if float(b) > 0 else "",
             f"{setup:.2f}", f"{metrics:.2f}", f"{den_peak:.2f}", f"{fwd_peak:.2f}", patches, shape, f"{red:.3f}",
             f"{den:.4f}", commit[:12]]
 
