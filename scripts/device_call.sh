@@ -18,7 +18,8 @@
 #   test_hopper LOG                     test_native's case of pnp's Hopper kernels against float64 (outputs
 #                                       poisoned with NaN), its log to $OUT/LOG, its failures, totals and
 #                                       the float32 rows-kernel lines with a residual printed
-#   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick),
+#   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick, --path P;
+#                                       PNP_GPU_CHECK_TIMEOUT caps it, default 360 s),
 #                                       its log to $OUT/LOG, its failures and closing line printed
 #   peer_env                            the carried wheels (.whl) installed for deepinv's torch.compile
 #                                       arm and the venv's Python named for pnp_bench
@@ -88,7 +89,7 @@ gpu_check() {
   local log=$1
   shift
   stamp "gpu_check $*"
-  timeout 360 scripts/gpu_check.sh --no-build --out /tmp/gc "$@" >/tmp/gc.out 2>&1
+  timeout "${PNP_GPU_CHECK_TIMEOUT:-360}" scripts/gpu_check.sh --no-build --out /tmp/gc "$@" >/tmp/gc.out 2>&1
   echo "gpu_check rc=$?"
   cp /tmp/gc/gpu_check.log "$OUT/$log"
   grep -E "FAIL|passed, " /tmp/gc/gpu_check.log | tail -8
