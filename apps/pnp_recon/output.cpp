@@ -143,12 +143,24 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_attr(f, "/", "power_iterations", rec.power_iterations);
   io::write_attr(f, "/", "power_converged", int64_t{rec.power_converged});
   io::write_attr(f, "/", "tf32", int64_t{cfg.compile.tf32});
-  at::Tensor img = g.image.contiguous();
-  io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
-            "final PnP iterate x, gathered from all tiles");
-  if (g.truth.defined()) {
-    at::Tensor gt = g.truth.contiguous();
-    io::write(f, "/ground_truth", gt.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel", "ground-truth image");
+  if (d.z.volume()) {
+    // A volume: chunked by slice and compressed, so that a notebook reads a slice without the rest.
+    io::write_attr(f, "/", "slices", d.z.slices);
+    auto volume = [&](const std::string& path, const at::Tensor& v, const char* what) {
+      const at::Tensor c = v.contiguous();
+      io::create_chunked(f, path, {d.z.slices, d.n, d.n}, {1, d.n, d.n}, 1, "attenuation per pixel", what);
+      io::write_hyperslab(f, path, {0, 0, 0}, {d.z.slices, d.n, d.n}, c.data_ptr<float>());
+    };
+    volume("/reconstruction", g.image, "final PnP iterate x [slices, N, N], gathered from every rank's slab and tile");
+    if (g.truth.defined()) volume("/ground_truth", g.truth, "ground-truth volume [slices, N, N]");
+  } else {
+    at::Tensor img = g.image.contiguous();
+    io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
+              "final PnP iterate x, gathered from all tiles");
+    if (g.truth.defined()) {
+      at::Tensor gt = g.truth.contiguous();
+      io::write(f, "/ground_truth", gt.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel", "ground-truth image");
+    }
   }
   const int64_t iters = static_cast<int64_t>(rec.total.size()), ranks = comm.size();
   for (size_t i = 0; i < pnp_phases().size(); ++i)
@@ -198,9 +210,18 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   }
   io::write(f, "/metrics/residual", rec.residual.data(), {iters}, "1",
             "||A x - y|| / ||y|| of the iterate entering each iteration; NaN where not computed");
-  std::vector<int64_t> boxes;
-  for (const auto& t : d.tiles) boxes.insert(boxes.end(), {t.own.r0, t.own.r1, t.own.c0, t.own.c1});
+  std::vector<int64_t> boxes, slabs;
+  for (int q = 0; q < ranks; ++q) {
+    const Box& b = d.tile_of(q).own;
+    boxes.insert(boxes.end(), {b.r0, b.r1, b.c0, b.c1});
+    if (d.z.volume()) slabs.insert(slabs.end(), {d.z.range(q).first, d.z.range(q).second});
+  }
   io::write(f, "/decomposition/boxes", boxes.data(), {ranks, 4}, "px", "owned tile of each rank: r0, r1, c0, c1 (half-open)");
+  if (d.z.volume()) {
+    io::write(f, "/decomposition/slabs", slabs.data(), {ranks, 2}, "slice",
+              "the slices of each rank's slab: z0, z1 (half-open); distributed.plane_ranks ranks share each");
+    io::write_attr(f, "/decomposition", "plane_ranks", int64_t{d.z.plane_ranks});
+  }
   io::write_scalar<int64_t>(f, "/decomposition/halo", d.halo, "px", "halo width used (halo = 0 resolved to the receptive radius)");
   io::write_attr(f, "/decomposition", "kind", d.kind);
   io::write_attr(f, "/decomposition", "halo_mode", to_string(cfg.distributed.halo_mode));

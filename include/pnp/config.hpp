@@ -39,6 +39,7 @@ std::optional<E> parse_enum(std::string_view text) {
 
 struct ProblemConfig {
   int64_t size = 256;                 // N: image is N x N
+  int64_t slices = 0;                 // S > 0: a volume of S slices of N x N (z-slabs over the ranks); 0 = one image
   int64_t angles = 180;               // K
   int64_t detector = 0;               // D; 0 = ceil(sqrt(2) N)
   std::string phantom = "shepp_logan";  // shepp_logan | ellipses
@@ -100,6 +101,9 @@ struct DistributedConfig {
   HaloMode halo_mode = HaloMode::input;  // layer: include/pnp/nn/ir.hpp, with_layer_halos
   std::string comm = "auto";            // auto | nccl | mpi
   std::string device = "auto";          // auto | cpu | cuda
+  // Volumes: the ranks that share one slab of slices, splitting its plane into tiles (decomposition,
+  // grid); the ranks / plane_ranks slabs split the slices along z.
+  int64_t plane_ranks = 1;
   double timeout_s = 1200;              // watchdog: end the job after this long without progress; 0 = off
 };
 

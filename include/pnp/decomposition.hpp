@@ -29,6 +29,24 @@ struct AxisPeers {
   int lo = -1, hi = -1;
 };
 
+// A volume's slices over the ranks: slabs of whole slices along z, each shared by `plane_ranks`
+// ranks that split its plane into the Decomposition's tiles. World rank r works in slab
+// r / plane_ranks on tile r % plane_ranks. One 2D image: no slices, every rank in the one plane.
+struct SlabSplit {
+  int64_t slices = 0;  // 0: one 2D image
+  int plane_ranks = 1;
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [z0, z1) of each slab (2D: {0, 1})
+  bool volume() const { return slices > 0; }
+  int slab(int rank) const { return rank / plane_ranks; }
+  int plane_rank(int rank) const { return rank % plane_ranks; }
+  std::pair<int64_t, int64_t> range(int rank) const { return ranges.at(static_cast<size_t>(slab(rank))); }
+  int64_t count(int rank) const { return range(rank).second - range(rank).first; }  // slices of the rank's slab
+};
+// `ranks` ranks over a volume of `slices` slices (0: one 2D image, plane_ranks must be 1 or the
+// rank count): ranks / plane_ranks slabs of nearly equal slice counts (split_range). InputError
+// when plane_ranks does not divide the ranks or there are more slabs than slices.
+SlabSplit plan_slabs(int64_t slices, int ranks, int plane_ranks);
+
 struct Decomposition {
   int64_t n = 0;
   int64_t halo = 0;
@@ -36,13 +54,16 @@ struct Decomposition {
   bool align_owned = false;  // owned boundaries at multiples of align (the layer halo)
   std::string kind;  // "slabs" or "grid"
   int grid_rows = 1, grid_cols = 1;
-  std::vector<TilePlan> tiles;  // one per rank
+  std::vector<TilePlan> tiles;  // one per rank of a plane (all ranks for one 2D image)
+  SlabSplit z;                  // a volume's slabs (plan_execution); 2D: no slices
 
   const TilePlan& tile(int rank) const { return tiles.at(static_cast<size_t>(rank)); }
   // The neighbours of `rank` in the grid of ranks (row-major), along rows (0) and columns (1).
   std::vector<AxisPeers> peers(int rank) const;
   // Largest extended tile, in pixels: sizes per-rank buffers and the memory estimate.
   int64_t max_ext_pixels() const;
+  // The tile of world rank `rank` (a volume's ranks share the plane's tiles slab by slab).
+  const TilePlan& tile_of(int rank) const { return tile(z.volume() ? z.plane_rank(rank) : rank); }
   std::string describe() const;  // the plan, one line per rank
 };
 

@@ -214,6 +214,11 @@ struct DxchangeExpect {
 Sinogram read_dxchange(const std::filesystem::path& path, const DxchangePaths& paths = {},
                        const DxchangeExpect& expect = {});
 void write_dxchange(H5File& f, const Sinogram& s, const DxchangePaths& paths = {});
+// The angles of dataset `theta` of the open file `f` (at `path`, for messages), in degrees:
+// every one finite and within +-720 degrees (InputError), and `warning` set ("" when none) when
+// they look like radians (a `units` attribute is read for it).
+std::vector<double> read_angles(H5File& f, const std::filesystem::path& path, const std::string& theta,
+                                std::string& warning);
 
 // A projection volume in the DXchange layout: data [angles, slices, detector], either raw
 // counts with flat fields (data_white) and optionally dark fields (data_dark), both [frames,

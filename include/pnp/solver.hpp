@@ -69,11 +69,16 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
 // ---- Problem ----------------------------------------------------------------------------
 
 // The measured data and what is known of the truth, as one rank sees it.
+// A volume (slices > 0): the sinograms and truth of this rank's slab, slices [z0, z0 + y.size(0)).
 struct Problem {
   physics::Geometry geom;
-  at::Tensor y;               // [K, D] float32 on the compute device, the same on every rank
-  at::Tensor truth_own;       // owned tile of the ground truth (device), undefined if none
-  double truth_min = 0, truth_max = 0;  // over the whole image
+  at::Tensor y;               // [K, D] float32 on the compute device, the same on every rank of a plane
+                              // (a volume: [slab slices, K, D])
+  at::Tensor truth_own;       // owned tile of the ground truth (device; a volume: [slab slices, rows,
+                              // cols]), undefined if none
+  double truth_min = 0, truth_max = 0;  // over the whole image (volume)
+  int64_t slices = 0, z0 = 0;  // a volume's slices in all, and the first of this rank's slab
+  bool volume() const { return slices > 0; }
   bool has_truth() const { return truth_own.defined(); }
   // Where the angles come from ("read from ...", "simulated: ...", "assumed: ..."); assumed when
   // the sinogram file holds none. A warning when they look like radians, else "".
@@ -94,7 +99,8 @@ at::Tensor noisy_projection(const at::Tensor& truth_own, const physics::Geometry
                             double noise_sigma, int64_t seed, Communicator* comm = nullptr);
 // The same on one process, the whole image: the sinogram and the ground truth on the host.
 io::Sinogram simulate_sinogram(const ProblemConfig& p, at::Device device);
-// With a problem.sinogram: problem.size, angles and detector from the file's declared shapes
+// With a problem.sinogram: problem.size, angles and detector (and a volume's slices, when its
+// data is 3D: [angles, slices, detector]) from the file's declared shapes
 // where the configuration leaves them open (Config::given), checked where it gives them
 // (InputError naming both). Reads no data.
 void resolve_problem_sizes(Config& cfg);
@@ -102,8 +108,13 @@ void resolve_problem_sizes(Config& cfg);
 // shapes are checked against cfg and the host memory before anything is read, and every value
 // must be finite. Simulated with `comm`: each rank its share (simulate_problem); without: every
 // rank the whole image, keeping its tile of the truth.
+// A volume (d.z.volume()): world rank `rank`'s slab, `comm` its plane's communicator and `world`
+// every rank's (the truth's range). Simulated: pnp's 3D Shepp-Logan, slice s projected as its own
+// 2D problem with noise seed problem.seed + 1000003 s (as pnp_phantom --slices writes it); read:
+// the slab's sinograms alone (io::read_volume_slab: flat and dark fields, -log) and its tile of
+// the ground truth.
 Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device,
-                      Communicator* comm = nullptr);
+                      Communicator* comm = nullptr, Communicator* world = nullptr);
 
 // ---- Denoiser ---------------------------------------------------------------------------
 
@@ -195,6 +206,9 @@ std::string remove_own_checkpoint(const std::string& path);
 //                float64 projection, the power method), the projections' staging copies and
 //                the metrics' strips (metrics::strip_workspace_bytes);
 //   margin       on the CPU only, 3 % of the rest.
+// A volume's slab multiplies the solver's and the quality monitor's terms by its slices, and the
+// denoiser's by the slices of one call: the most that fit the limit (or MemoryContext::capacity),
+// whole tiles first; patches only when one slice's whole tile does not fit.
 // With memory_limit_gb > 0 and patch_size = 0 the patches are chosen to fit the limit with the
 // least redundant work: the whole tile when it fits, else the rows x cols counts of patches
 // whose computed pixels are fewest (rectangular patches, every one of the same extent where
@@ -205,6 +219,9 @@ struct MemoryPlan {
   int64_t patches = 1;                     // denoiser calls per iteration
   int64_t overlap = 0;  // patch overlap in pixels (the receptive radius unless configured)
   int patch_shapes = 1;
+  // A volume's slab: slices per denoiser call (the most that fit), in `batches` calls of nearly
+  // equal size per patch; 1 and 1 for one image.
+  int64_t batch = 1, batches = 1;
   double redundancy = 1;  // pixels the patches compute / pixels of the extended tile (1: whole tile)
   double solver = 0, quality = 0, weights = 0, activations = 0, workspace = 0, patching = 0, other = 0;
   double margin = 0;  // on the CPU, 3 % of the rest: oneDNN's buffers vary with the instruction set
@@ -217,6 +234,10 @@ struct MemoryContext {
   int64_t angles = 0, detectors = 0;  // the sinogram
   bool truth = true;                  // a ground truth: the quality monitor's boxes are allocated
   bool cuda = true;                   // the device (the eager executor's workspaces differ)
+  int64_t slices = 1;                 // a volume's slab on this rank (1: one image)
+  // A volume without denoiser.memory_limit_gb: its denoiser batch fits this many bytes (the
+  // device's memory); 0 = the whole slab in one call.
+  double capacity = 0;
 };
 MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx);
 // The estimate for given patches: patch_rows x patch_cols as nn::denoise_patched takes them
@@ -224,9 +245,10 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
 MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx,
                            int64_t patch_rows, int64_t patch_cols);
 // The plan of every rank of the execution plan's decomposition (computed identically on all),
-// so that a limit too small for some tile fails on every rank before any work.
+// so that a limit too small for some tile fails on every rank before any work. A volume's: every
+// world rank's, its batch within the device's memory (the host's share of `local_size` ranks).
 std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g,
-                                     at::Device device);
+                                     at::Device device, int local_size = 1);
 // Angles and detector bins of the configured geometry.
 std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg);
 
@@ -291,8 +313,12 @@ double sigma_at(const DenoiserConfig& c, int64_t it, int64_t iterations);
 // part of the first iteration's wall time).
 // With `resume`, continues from a checkpoint read at set-up (Reconstruction does this for
 // output.resume): the same iterations follow, bitwise the same on the CPU.
+// A volume: `comm` holds every rank, `plane` the ranks of this rank's plane (the sinograms'
+// allreduce, the halos; null: comm, as for one image). `memory`: this rank's plan (null: planned
+// here for the slab, without a device capacity).
 PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob,
-                  Denoiser& den, at::Device device, double setup_seconds, const Checkpoint* resume = nullptr);
+                  Denoiser& den, at::Device device, double setup_seconds, const Checkpoint* resume = nullptr,
+                  Communicator* plane = nullptr, const MemoryPlan* memory = nullptr);
 
 // ---- A whole reconstruction -------------------------------------------------------------
 
@@ -357,6 +383,9 @@ class Reconstruction {
   const Config& config() const { return cfg_; }
   const Decomposition& decomposition() const { return decomp_; }
   Communicator& comm() { return *comm_; }
+  // The ranks of this rank's plane: a volume's slab (its sinograms' allreduce, its halos); one
+  // image's: comm().
+  Communicator& plane() { return plane_ ? *plane_ : *comm_; }
   at::Device device() const { return device_; }
   const Problem& problem() const { return prob_; }
   Denoiser& denoiser() { return den_; }
@@ -369,6 +398,8 @@ class Reconstruction {
   at::Device device_ = at::kCPU;
   Decomposition decomp_;
   std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> plane_;  // a volume's (null: one image)
+  MemoryPlan memory_;                    // this rank's plan
   Problem prob_;
   Denoiser den_;
   std::shared_ptr<Checkpoint> resume_;  // output.resume with an existing checkpoint

@@ -84,6 +84,8 @@ struct Window {
 // Rasterise the window of the n x n image (pixel centres, as rasterize): ellipses and
 // polygons add, the texture (if any) is returned separately by raster_texture.
 std::vector<float> rasterize_window(const std::vector<Ellipse>& ellipses, int64_t n, const Window& w);
+// Window w of shepp_logan_slice(s, slices, n), rasterised alone (a rank's tile of a slice).
+std::vector<float> shepp_logan_slice_window(int64_t s, int64_t slices, int64_t n, const Window& w);
 void add_polygons(std::vector<float>& img, const std::vector<Polygon>& polygons, int64_t n, const Window& w);
 std::vector<float> raster_texture(const Texture& t, int64_t n, const Window& w);
 

@@ -152,8 +152,14 @@ double Communicator::max(double v) const {
 at::Tensor Communicator::gather_tiles(const at::Tensor& own, const Decomposition& d) {
   constexpr int kGatherTag = 7102;
   const int r = rank(), n_ranks = size();
+  const bool volume = d.z.volume();
+  // rank q's piece: its tile, and a volume's slab of slices
+  auto piece = [&](int q) {
+    const Box& b = d.tile_of(q).own;
+    return volume ? std::vector<int64_t>{d.z.count(q), b.rows(), b.cols()} : std::vector<int64_t>{b.rows(), b.cols()};
+  };
   at::Tensor mine = own.detach().to(at::kCPU, at::kFloat).contiguous();
-  TORCH_CHECK(mine.numel() == d.tile(r).own.size(), "gather_tiles: tile has the wrong size");
+  TORCH_CHECK(mine.sizes().vec() == piece(r), "gather_tiles: tile has the wrong size");
   // Point to point, in chunks: a tile can hold more than INT_MAX pixels (MPI counts are ints).
   if (r != 0) {
     for_chunks(mine.numel(), [&](int64_t off, int n) {
@@ -161,16 +167,17 @@ at::Tensor Communicator::gather_tiles(const at::Tensor& own, const Decomposition
     });
     return {};
   }
-  at::Tensor img = at::empty({d.n, d.n}, at::kFloat);
+  at::Tensor img = volume ? at::empty({d.z.slices, d.n, d.n}, at::kFloat) : at::empty({d.n, d.n}, at::kFloat);
   for (int q = 0; q < n_ranks; ++q) {
-    const Box& b = d.tile(q).own;
-    at::Tensor tile = q == 0 ? mine : at::empty({b.rows(), b.cols()}, at::kFloat);
+    const Box& b = d.tile_of(q).own;
+    at::Tensor tile = q == 0 ? mine : at::empty(piece(q), at::kFloat);
     if (q != 0)
       for_chunks(tile.numel(), [&](int64_t off, int n) {
         check_mpi(MPI_Recv(tile.data_ptr<float>() + off, n, MPI_FLOAT, q, kGatherTag, comm_, MPI_STATUS_IGNORE),
                   "MPI_Recv (tiles)");
       });
-    box_view(img, Box{0, d.n, 0, d.n}, b).copy_(tile.view({b.rows(), b.cols()}));
+    at::Tensor dst = volume ? img.narrow(0, d.z.range(q).first, d.z.count(q)) : img;
+    box_view(dst, Box{0, d.n, 0, d.n}, b).copy_(tile);
   }
   return img;
 }

@@ -31,8 +31,14 @@ void validate(const Config& c, const std::string& source) {
   // loop, so they are refused here (they run in pnp_denoise and pnp_bench).
   if (c.denoiser.dim != 2)
     throw InputError(source + ": denoiser.dim = " + std::to_string(c.denoiser.dim) +
-                     ": pnp_recon reconstructs 2D images, so the denoiser must be 2D (3D denoisers run in "
-                     "pnp_denoise and pnp_bench)");
+                     ": pnp_recon denoises images and volumes slice by slice, so the denoiser must be 2D (3D "
+                     "denoisers run in pnp_denoise and pnp_bench)");
+  if (c.problem.slices > 0 && c.problem.sinogram.empty() && c.problem.phantom != "shepp_logan")
+    throw InputError(source + ": problem.slices needs problem.phantom = \"shepp_logan\" (pnp's 3D Shepp-Logan), got \"" +
+                     c.problem.phantom + "\"");
+  if (c.problem.slices == 0 && c.problem.sinogram.empty() && c.distributed.plane_ranks != 1)
+    throw InputError(source + ": distributed.plane_ranks splits the ranks of a volume (problem.slices > 0); a 2D image's "
+                     "ranks all share its plane, so leave it at 1");
   if (c.denoiser.channels != 1)
     throw InputError(source + ": denoiser.channels = " + std::to_string(c.denoiser.channels) +
                      ": a CT image has one channel, so the denoiser must take 1");
@@ -57,6 +63,7 @@ const Schema<Config>& schema() {
   using C = Config;
   static const Schema<Config> s(kSections, {
       int_field<C>("problem", "size", PNP_MEMBER(C, problem.size), 8, 65536, "image size N (N x N unit pixels)"),
+      int_field<C>("problem", "slices", PNP_MEMBER(C, problem.slices), 0, 1 << 20, "a volume of this many slices of N x N (parallel beam: each slice its own 2D problem, the slices split over the ranks in slabs along z); 0 = one 2D image. With a sinogram file, its data's dimensions decide (a 3D [angles, slices, detector] data set is a volume)"),
       int_field<C>("problem", "angles", PNP_MEMBER(C, problem.angles), 1, 100000, "number of projection angles K, spread over [0, 180) deg"),
       int_field<C>("problem", "detector", PNP_MEMBER(C, problem.detector), 0, 200000, "detector bins D; 0 = ceil(sqrt(2) N)"),
       choice_field<C>("problem", "phantom", PNP_MEMBER(C, problem.phantom), {"shepp_logan", "ellipses"}, "phantom generated when no sinogram file is given"),
@@ -110,6 +117,7 @@ const Schema<Config>& schema() {
       enum_field<C>("distributed", "halo_mode", PNP_MEMBER(C, distributed.halo_mode), "input: each rank denoises its tile plus a ghost halo of the receptive radius (recomputing its neighbours' borders); layer: the denoiser runs distributed, exchanging each conv's 1-px halo with the neighbours at every layer (no redundant work; native or eager only)"),
       choice_field<C>("distributed", "comm", PNP_MEMBER(C, distributed.comm), {"auto", "nccl", "mpi"}, "communication backend; auto = NCCL for one GPU per rank, else MPI"),
       choice_field<C>("distributed", "device", PNP_MEMBER(C, distributed.device), {"auto", "cpu", "cuda"}, "compute device; auto = CUDA when available"),
+      int_field<C>("distributed", "plane_ranks", PNP_MEMBER(C, distributed.plane_ranks), 1, 65536, "volumes: the ranks sharing each slab of slices, which split its plane into tiles (decomposition, grid, halo as for one image); the ranks / plane_ranks slabs split the slices along z. 2D images: must stay 1"),
       float_field<C>("distributed", "timeout_s", PNP_MEMBER(C, distributed.timeout_s), 0.0, 1e7, "watchdog: end every rank when one sees no progress for this many seconds (a stopped or dead rank, a hung device); keep it above the longest compile; 0 = off"),
 
       string_field<C>("output", "file", PNP_MEMBER(C, output.file), PathKind::text, "output HDF5 file (written atomically by rank 0)"),

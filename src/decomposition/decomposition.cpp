@@ -43,12 +43,42 @@ std::vector<AxisPeers> Decomposition::peers(int rank) const {
   return p;
 }
 
+SlabSplit plan_slabs(int64_t slices, int ranks, int plane_ranks) {
+  SlabSplit z;
+  z.slices = slices;
+  if (slices == 0) {  // one image: the whole world is its plane
+    if (plane_ranks != 1 && plane_ranks != ranks)
+      throw InputError("distributed.plane_ranks = " + std::to_string(plane_ranks) + " splits a volume's ranks; a 2D "
+                       "image's ranks all share its plane (leave it at 1)");
+    z.plane_ranks = ranks;
+    z.ranges = {{0, 1}};
+    return z;
+  }
+  if (plane_ranks < 1 || ranks % plane_ranks != 0)
+    throw InputError("distributed.plane_ranks = " + std::to_string(plane_ranks) + " does not divide the " +
+                     std::to_string(ranks) + " ranks into slabs of slices (use a divisor of the rank count)");
+  const int slabs = ranks / plane_ranks;
+  if (slabs > slices)
+    throw InputError("cannot split " + std::to_string(slices) + " slice(s) into " + std::to_string(slabs) +
+                     " slabs (" + std::to_string(ranks) + " ranks / plane_ranks " + std::to_string(plane_ranks) +
+                     "): use fewer ranks, or more per plane (distributed.plane_ranks)");
+  z.plane_ranks = plane_ranks;
+  z.ranges = split_range(slices, slabs);
+  return z;
+}
+
 std::string Decomposition::describe() const {
   std::ostringstream os;
+  if (z.volume()) {
+    os << z.ranges.size() << " slab(s) of the " << z.slices << " slices, " << z.plane_ranks << " rank(s) per slab:";
+    for (size_t s = 0; s < z.ranges.size(); ++s)
+      os << (s ? "," : "") << " slices [" << z.ranges[s].first << ", " << z.ranges[s].second << ")";
+    os << "\n  each slab's plane: ";
+  }
   os << kind << " " << grid_rows << " x " << grid_cols << " of a " << n << " x " << n << " image, halo " << halo
      << " px, alignment " << align << (align_owned ? " (tile boundaries on it)" : "") << "\n";
   for (const auto& t : tiles) {
-    os << "  rank " << t.rank << ": owns " << to_string(t.own) << " (" << t.own.rows() << " x " << t.own.cols()
+    os << "  " << (z.volume() ? "plane rank " : "rank ") << t.rank << ": owns " << to_string(t.own) << " (" << t.own.rows() << " x " << t.own.cols()
        << "), extended " << to_string(t.ext) << " (" << t.ext.rows() << " x " << t.ext.cols() << "), "
        << t.recvs.size() << " halo sources, " << t.sends.size() << " halo targets\n";
   }

@@ -46,6 +46,18 @@ void require_finite(const Array<T>& a, const std::string& dataset) {
 }
 }  // namespace
 
+std::vector<double> read_angles(H5File& f, const fs::path& path, const std::string& theta, std::string& warning) {
+  auto th = read<double>(f, theta);
+  std::string units;  // degrees when absent or not a string
+  try {
+    if (has_attr(f, theta, "units")) units = read_attr_string(f, theta, "units");
+  } catch (const InputError&) {
+  }
+  const std::string w = validate::check_angles_deg(th.data, units, "'" + theta + "'");
+  warning = w.empty() ? "" : path.string() + ": " + w;
+  return th.data;
+}
+
 Sinogram read_dxchange(const fs::path& path, const DxchangePaths& paths, const DxchangeExpect& expect) {
   const DxchangeShapes sh = read_dxchange_shapes(path, paths);
   try {
@@ -71,17 +83,7 @@ Sinogram read_dxchange(const fs::path& path, const DxchangePaths& paths, const D
     Sinogram s;
     s.data = read<float>(f, paths.data);
     require_finite(s.data, paths.data);
-    if (sh.has_theta) {
-      auto th = read<double>(f, paths.theta);
-      std::string units;  // degrees when absent or not a string
-      try {
-        if (has_attr(f, paths.theta, "units")) units = read_attr_string(f, paths.theta, "units");
-      } catch (const InputError&) {
-      }
-      const std::string warning = validate::check_angles_deg(th.data, units, "'" + paths.theta + "'");
-      if (!warning.empty()) s.theta_warning = path.string() + ": " + warning;
-      s.theta_deg = th.data;
-    }
+    if (sh.has_theta) s.theta_deg = read_angles(f, path, paths.theta, s.theta_warning);
     if (sh.has_truth) {
       auto gt = read<float>(f, paths.ground_truth);
       require_finite(gt, paths.ground_truth);

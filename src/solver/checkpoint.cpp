@@ -69,8 +69,9 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, const std::s
   io::AtomicOutput out(path, /*overwrite=*/true);
   auto& f = out.file();
   const at::Tensor img = c.image.contiguous();
-  const int64_t n = img.size(0), done = c.done;
-  io::write(f, "/image", img.data_ptr<float>(), {n, n}, "attenuation per pixel", "the iterate after `done` iterations");
+  const int64_t done = c.done;
+  io::write(f, "/image", img.data_ptr<float>(), img.sizes().vec(), "attenuation per pixel",
+            "the iterate after `done` iterations ([N, N], or a volume's [slices, N, N])");
   const std::vector<std::pair<const char*, const std::vector<double>*>> metrics = {
       {"psnr", &c.psnr}, {"ssim", &c.ssim}, {"residual", &c.residual}, {"sigma", &c.sigma}};
   for (const auto& [name, v] : metrics)
@@ -91,7 +92,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, const std::s
   out.commit();
 }
 
-Checkpoint read_checkpoint(const std::string& path, const std::string& identity, int ranks, int64_t n, int64_t iterations) {
+Checkpoint read_checkpoint(const std::string& path, const std::string& identity, int ranks, int64_t n, int64_t iterations,
+                           int64_t slices) {
   try {
     auto f = io::H5File::open(path);
     if (!io::has_attr(f, "/", "format") || io::read_attr_string(f, "/", "format") != kFormat)
@@ -115,10 +117,11 @@ Checkpoint read_checkpoint(const std::string& path, const std::string& identity,
     c.step = io::read_attr_double(f, "/", "step");
     c.first_iteration = io::read_attr_double(f, "/", "first_iteration");
     c.compile = io::read_attr_double(f, "/", "compile");
-    if (io::shape_of(f, "/image") != std::vector<int64_t>{n, n}) throw InputError("/image is not " + std::to_string(n) + " x " + std::to_string(n));
+    const std::vector<int64_t> want = slices > 0 ? std::vector<int64_t>{slices, n, n} : std::vector<int64_t>{n, n};
+    if (io::shape_of(f, "/image") != want) throw InputError("/image is not " + shape_string(want));
     auto img = io::read<float>(f, "/image");
     require_finite(img.data, "/image", path);
-    c.image = at::from_blob(img.data.data(), {n, n}, at::kFloat).clone();
+    c.image = at::from_blob(img.data.data(), want, at::kFloat).clone();
     const std::vector<std::pair<const char*, std::vector<double>*>> metrics = {
         {"psnr", &c.psnr}, {"ssim", &c.ssim}, {"residual", &c.residual}, {"sigma", &c.sigma}};
     for (const auto& [name, v] : metrics) {

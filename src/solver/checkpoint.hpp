@@ -38,7 +38,9 @@ std::string checkpoint_identity(const Config& cfg, int ranks);
 
 void write_checkpoint(const std::string& path, const Checkpoint& c, const std::string& identity, int ranks);
 // Every rank reads it; InputError when it comes from another configuration, rank count or
-// image size, or is damaged (shapes, non-finite values).
-Checkpoint read_checkpoint(const std::string& path, const std::string& identity, int ranks, int64_t n, int64_t iterations);
+// image size, or is damaged (shapes, non-finite values). `slices`: a volume's (its image is
+// [slices, n, n]); 0 for one image.
+Checkpoint read_checkpoint(const std::string& path, const std::string& identity, int ranks, int64_t n, int64_t iterations,
+                           int64_t slices = 0);
 
 }  // namespace pnp

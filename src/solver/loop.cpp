@@ -62,16 +62,17 @@ double step_size(const Config& cfg, const Problem& prob, const Box& own, Communi
   return cfg.solver.step_scale / r.norm;
 }
 
+// One image [rows, cols], or a volume's slab [slices, rows, cols] slice by slice.
 at::Tensor initial_image(const Config& cfg, const Problem& prob, const Box& own, double step, at::TensorOptions opts) {
-  at::Tensor x;
-  if (cfg.solver.init == "zeros") {
-    x = at::zeros({own.rows(), own.cols()}, opts);
-  } else if (cfg.solver.init == "backprojection") {
-    x = physics::adjoint(prob.y, prob.geom, own) * step;
-  } else {
-    x = physics::fbp(prob.y, prob.geom, own, physics::parse_fbp_filter(cfg.solver.fbp_filter)).to(at::kFloat);
-  }
-  return x.contiguous();
+  auto one = [&](const at::Tensor& y) {
+    if (cfg.solver.init == "zeros") return at::zeros({own.rows(), own.cols()}, opts);
+    if (cfg.solver.init == "backprojection") return physics::adjoint(y, prob.geom, own) * step;
+    return physics::fbp(y, prob.geom, own, physics::parse_fbp_filter(cfg.solver.fbp_filter)).to(at::kFloat);
+  };
+  if (!prob.volume()) return one(prob.y).contiguous();
+  at::Tensor x = at::empty({prob.y.size(0), own.rows(), own.cols()}, opts);
+  for (int64_t s = 0; s < x.size(0); ++s) x[s].copy_(one(prob.y[s]));
+  return x;
 }
 
 // Rank 0's progress line. On a GPU the loop only queues work, so the per-iteration figure is
@@ -143,13 +144,20 @@ void restore_record(const Checkpoint& c, int rank, int ranks, const std::vector<
   rec.segments = c.segments;
 }
 
-// Buffers, allocated once: z (extended tile), partial and full sinograms, the gradient.
+// Buffers, allocated once: z (extended tile), partial and full sinograms, the gradient (a
+// volume's with its slab's slices in front).
 void allocate_buffers(LoopState& s, const TilePlan& me, const Problem& prob, at::TensorOptions opts) {
   const Box& own = me.own;
-  s.z_ext = at::empty({me.ext.rows(), me.ext.cols()}, opts);
-  s.z_own = s.z_ext.narrow(0, own.r0 - me.ext.r0, own.rows()).narrow(1, own.c0 - me.ext.c0, own.cols());
-  s.p = at::empty({prob.geom.n_angles(), prob.geom.n_det}, opts);
-  s.g = at::empty({own.rows(), own.cols()}, opts);
+  const std::vector<int64_t> lead = prob.volume() ? std::vector<int64_t>{prob.y.size(0)} : std::vector<int64_t>{};
+  auto shape = [&](int64_t a, int64_t b) {
+    std::vector<int64_t> v = lead;
+    v.insert(v.end(), {a, b});
+    return v;
+  };
+  s.z_ext = at::empty(shape(me.ext.rows(), me.ext.cols()), opts);
+  s.z_own = s.z_ext.narrow(-2, own.r0 - me.ext.r0, own.rows()).narrow(-1, own.c0 - me.ext.c0, own.cols());
+  s.p = at::empty(shape(prob.geom.n_angles(), prob.geom.n_det), opts);
+  s.g = at::empty(shape(own.rows(), own.cols()), opts);
 }
 
 // The timer's slots: the phases (without "total"), then the two regions.
@@ -176,6 +184,7 @@ DenoiseSettings denoise_settings(const Config& cfg, const PnpRecord& rec, int64_
   DenoiseSettings ds;
   ds.sigma = rec.sigma[static_cast<size_t>(start)];
   ds.patch_rows = rec.memory.patch_rows, ds.patch_cols = rec.memory.patch_cols;
+  ds.batches = rec.memory.batches;
   ds.overlap = rec.memory.overlap;
   ds.alpha = cfg.solver.relaxation;
   ds.clamp = cfg.solver.clamp != "none";
@@ -189,7 +198,8 @@ class PnpLoop {
   struct Parts {
     const Config& cfg;
     const Decomposition& d;
-    Communicator& comm;
+    Communicator& comm;   // every rank's
+    Communicator& plane;  // the ranks of this rank's plane (one image: comm)
     const Problem& prob;
     Denoiser& den;
     at::Device device;
@@ -230,7 +240,7 @@ class PnpLoop {
   // Iteration `it`: the step, its metrics, progress and checkpoint; false when the loop ends.
   bool iterate(int64_t it) {
     const auto t_it = Clock::now();
-    const int64_t bytes_it = p_.comm.bytes_sent();
+    const int64_t bytes_it = p_.plane.bytes_sent();
     Watchdog::beat("an iteration");
     p_.denoise.set_sigma(rec_.sigma[static_cast<size_t>(it)]);
     p_.timer.begin_iteration(it);
@@ -239,7 +249,7 @@ class PnpLoop {
     p_.runner.run(k);
     p_.timer.end_iteration();
     rec_.bytes_per_iteration[static_cast<size_t>(it)] =
-        static_cast<double>(replay ? p_.runner.capture_bytes() : p_.comm.bytes_sent() - bytes_it);
+        static_cast<double>(replay ? p_.runner.capture_bytes() : p_.plane.bytes_sent() - bytes_it);
 
     const int64_t every = cfg_.solver.metrics_every;
     const bool metrics = every > 0 && ((it + 1) % every == 0 || it + 1 == iters_);
@@ -368,10 +378,12 @@ class PnpLoop {
 }  // namespace
 
 PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob, Denoiser& den,
-                  at::Device device, double setup_seconds, const Checkpoint* resume) {
+                  at::Device device, double setup_seconds, const Checkpoint* resume, Communicator* plane_comm,
+                  const MemoryPlan* memory) {
   const auto t_start = Clock::now();
+  Communicator& plane = plane_comm ? *plane_comm : comm;
   const int rank = comm.rank(), ranks = comm.size();
-  const TilePlan& me = d.tile(rank);
+  const TilePlan& me = d.tile(plane.rank());
   const Box& own = me.own;
   const int64_t iters = cfg.solver.iterations, start = resume ? resume->done : 0;
   const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
@@ -380,14 +392,16 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 
   Watchdog::beat("the step size (power method)");
   const auto t_step = Clock::now();
-  rec.step = resume ? resume->step : step_size(cfg, prob, own, comm, device, rec);
+  rec.step = resume ? resume->step : step_size(cfg, prob, own, plane, device, rec);
   rec.setup.emplace_back("step_size", since(t_step));
   set_clamp_bounds(cfg, prob, rec);
 
   LoopState s;
   const auto t_init = Clock::now();  // the initial image: from the checkpoint or solver.init
   if (resume) {
-    s.x = resume->image.narrow(0, own.r0, own.rows()).narrow(1, own.c0, own.cols()).contiguous().to(device);
+    at::Tensor img = resume->image;  // [n, n], or a volume's [slices, n, n]
+    if (prob.volume()) img = img.narrow(0, prob.z0, prob.y.size(0));
+    s.x = img.narrow(-2, own.r0, own.rows()).narrow(-1, own.c0, own.cols()).contiguous().to(device);
     restore_record(*resume, rank, ranks, series, rec);
   } else {
     s.x = initial_image(cfg, prob, own, rec.step, opts);
@@ -395,22 +409,29 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   CallTimer(device).sync();  // the image is made on the device: its time, not its launch
   rec.setup.emplace_back("initial_image", since(t_init));
   allocate_buffers(s, me, prob, opts);
-  QualityMonitor quality(prob, d, comm, opts);
+  QualityMonitor quality(prob, d, plane, comm, opts);
 
   PhaseTimer timer(device, timer_slots(), iters);
-  // Patch size: as configured, or chosen within denoiser.memory_limit_gb.
-  MemoryContext mctx;
-  mctx.angles = prob.geom.n_angles(), mctx.detectors = prob.geom.n_det, mctx.truth = prob.has_truth();
-  mctx.cuda = device.is_cuda();
-  rec.memory = plan_memory(cfg, den.graph, me, mctx);
+  // Patch size (and a volume's slices per call): the plan's, or as configured, or chosen within
+  // denoiser.memory_limit_gb.
+  if (memory) {
+    rec.memory = *memory;
+  } else {
+    MemoryContext mctx;
+    mctx.angles = prob.geom.n_angles(), mctx.detectors = prob.geom.n_det, mctx.truth = prob.has_truth();
+    mctx.cuda = device.is_cuda();
+    mctx.slices = prob.volume() ? prob.y.size(0) : 1;
+    rec.memory = plan_memory(cfg, den.graph, me, mctx);
+  }
   if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
 
-  HaloPlan halo(comm, d, opts);
-  GradientRegion gradient(prob, own, comm, s, rec.step);
+  const std::vector<int64_t> lead = prob.volume() ? std::vector<int64_t>{prob.y.size(0)} : std::vector<int64_t>{};
+  HaloPlan halo(plane, d, opts, lead);
+  GradientRegion gradient(prob, own, plane, s, rec.step);
   DenoiseRegion denoise(me, halo, den, s, denoise_settings(cfg, rec, start));
-  StepRunner runner(cfg.compile.mode, cfg.compile.cuda_graphs, device, comm, gradient, denoise, timer);
+  StepRunner runner(cfg.compile.mode, cfg.compile.cuda_graphs, device, plane, gradient, denoise, timer);
   rec.setup_peak_bytes = device_peak_bytes(device);  // the timer's first phase resets it
-  const PnpLoop::Parts parts{cfg, d, comm, prob, den, device, resume, rec, series, s, quality, timer, denoise, runner};
+  const PnpLoop::Parts parts{cfg, d, comm, plane, prob, den, device, resume, rec, series, s, quality, timer, denoise, runner};
   PnpLoop(parts, t_start, setup_seconds).run();
   return rec;
 }

@@ -1,12 +1,14 @@
 // Device memory estimate of one rank and the denoiser patches for denoiser.memory_limit_gb
 // (include/pnp/solver.hpp, plan_memory).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "pnp/device.hpp"
 #include "pnp/io.hpp"
 #include "pnp/metrics.hpp"
 #include "pnp/nn/native.hpp"
@@ -86,6 +88,8 @@ std::string MemoryPlan::describe() const {
   if (other > 0) o += ", other stages +" + human_bytes(other);
   if (margin > 0) o += ", margin " + human_bytes(margin);
   o += ")";
+  if (batches > 1 || batch > 1)
+    o += ", " + std::to_string(batch) + " slice(s) per denoiser call (" + std::to_string(batches) + " call(s) per pass)";
   if (patched()) {
     char red[32];
     std::snprintf(red, sizeof red, "%.3f", redundancy);
@@ -104,7 +108,9 @@ namespace {
 class Estimator {
  public:
   Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx);
-  MemoryPlan operator()(const AxisTiling& tr, const AxisTiling& tc);
+  // The estimate with the slab's slices denoised `batch` at a time (nearly equal calls).
+  MemoryPlan operator()(const AxisTiling& tr, const AxisTiling& tc, int64_t batch = 1);
+  int64_t slices() const { return slices_; }
   AxisTiling rows(int64_t patch) const { return tiling(ext_.rows(), patch, base_.overlap, align_); }
   AxisTiling cols(int64_t patch) const { return tiling(ext_.cols(), patch, base_.overlap, align_); }
   std::vector<AxisTiling> row_tilings() const { return axis_tilings(ext_.rows(), base_.overlap, align_); }
@@ -113,18 +119,18 @@ class Estimator {
   int64_t overlap() const { return base_.overlap; }
 
  private:
-  const roofline::ActivationMemory& walk(int64_t h, int64_t w);
+  const roofline::ActivationMemory& walk(int64_t b, int64_t h, int64_t w);
   const nn::Graph& g_;
   Box ext_;
-  int64_t channels_ = 1, eb_ = 4, align_ = 1;
+  int64_t channels_ = 1, eb_ = 4, align_ = 1, slices_ = 1;
   bool eager_ = true, cuda_ = true;
   double ext_px_ = 0, physics_ = 0, setup_ = 0, metrics_strips_ = 0;
   MemoryPlan base_;
-  std::map<std::pair<int64_t, int64_t>, roofline::ActivationMemory> walks_;
+  std::map<std::array<int64_t, 3>, roofline::ActivationMemory> walks_;
 };
 
 Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx)
-    : g_(g), ext_(tile.ext), cuda_(ctx.cuda) {
+    : g_(g), ext_(tile.ext), slices_(std::max<int64_t>(ctx.slices, 1)), cuda_(ctx.cuda) {
   const auto& dc = cfg.denoiser;
   const Box& own = tile.own;
   channels_ = dc.channels;
@@ -137,46 +143,56 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   base_.overlap = dc.patch_overlap > 0 ? dc.patch_overlap : nn::receptive_radius(g);
   // x, gradient, truth, extended z; data, projection; and the small tensors (angles, scalars,
   // index maps, the allocator's rounding): kSmallBytes
-  base_.solver = 4.0 * (3 * own_px + ext_px_ + 2 * sino) + kSmallBytes;
+  const double S = static_cast<double>(slices_);
+  base_.solver = 4.0 * S * (3 * own_px + ext_px_ + 2 * sino) + kSmallBytes;
   const int64_t r = metrics::SsimOptions{}.radius(), n = cfg.problem.size;
   const bool measured = cfg.solver.metrics_every > 0;  // the quality monitor's boxes exist regardless
   if (ctx.truth && !own.empty()) {
     const double rows = static_cast<double>(std::min(own.r1 + r, n) - std::max<int64_t>(own.r0 - r, 0));
     const double cols = static_cast<double>(std::min(own.c1 + r, n) - std::max<int64_t>(own.c0 - r, 0));
-    base_.quality = 2 * 4.0 * rows * cols;
+    base_.quality = 2 * 4.0 * S * rows * cols;
     if (measured) metrics_strips_ = metrics::strip_workspace_bytes(own.rows(), own.cols(), r);
   }
   // The stages besides the denoiser's: the projections stage the tile (a transposed, and where
   // needed an aligned, copy); the set-up (before the loop's buffers) projects the truth in
   // float64 and runs the power method (three float32 images, two float64 squares).
   physics_ = 2 * 4.0 * own_px;
-  setup_ = 4.0 * (own_px + sino) + std::max(8.0 * (2 * own_px + 2 * sino), 4.0 * (5 * own_px + sino) + 16.0 * own_px);
+  // (A volume's: the slab's truth and data, the float64 projection of one slice at a time.)
+  setup_ = 4.0 * S * (own_px + sino) + std::max(8.0 * (2 * own_px + 2 * sino), 4.0 * (5 * own_px + sino) + 16.0 * own_px);
 }
 
-const roofline::ActivationMemory& Estimator::walk(int64_t h, int64_t w) {
-  auto it = walks_.find({h, w});
+const roofline::ActivationMemory& Estimator::walk(int64_t b, int64_t h, int64_t w) {
+  auto it = walks_.find({b, h, w});
   if (it == walks_.end()) {
     // the native executor runs its convolutions through ATen on the CPU, as eager does
     const auto style = eager_ || !cuda_ ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
-    it = walks_.emplace(std::make_pair(h, w), roofline::activation_memory(g_, {1, channels_, h, w}, eb_, style)).first;
+    it = walks_.emplace(std::array<int64_t, 3>{b, h, w}, roofline::activation_memory(g_, {b, channels_, h, w}, eb_, style))
+             .first;
   }
   return it->second;
 }
 
-MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc) {
+MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int64_t batch) {
   MemoryPlan m = base_;
+  // the slab's calls: nearly equal batches, of at most two sizes
+  m.batches = (slices_ + batch - 1) / batch;
+  std::set<int64_t> batch_sizes;
+  for (const auto& [z0, z1] : split_range(slices_, static_cast<int>(m.batches))) batch_sizes.insert(z1 - z0);
+  m.batch = *batch_sizes.rbegin();
+  const double B = static_cast<double>(m.batch);
   m.patches = static_cast<int64_t>(tr.ranges.size() * tc.ranges.size());
   m.patch_rows = m.patched() ? (tr.patch ? *tr.extents.rbegin() : ext_.rows()) : 0;
   m.patch_cols = m.patched() ? (tc.patch ? *tc.extents.rbegin() : ext_.cols()) : 0;
   m.patch_shapes = static_cast<int>(tr.extents.size() * tc.extents.size());
   m.redundancy = static_cast<double>(tr.computed) * static_cast<double>(tc.computed) / ext_px_;
   double largest = 0, conv_temp = 0, slots = 0;
+  for (int64_t b : batch_sizes)
   for (int64_t h : tr.extents)
     for (int64_t w : tc.extents) {
-      const auto& a = walk(h, w);
+      const auto& a = walk(b, h, w);
       const bool kept_apart = !eager_ && cuda_;  // one set of buffers per shape, kept
       m.activations = kept_apart ? m.activations + a.peak_bytes : std::max(m.activations, a.peak_bytes);
-      if (!eager_ && !cuda_) slots += static_cast<double>(nn::native_slot_bytes(g_, {1, channels_, h, w}, eb_));
+      if (!eager_ && !cuda_) slots += static_cast<double>(nn::native_slot_bytes(g_, {b, channels_, h, w}, eb_));
       m.weights = a.weights_bytes;
       largest = std::max(largest, a.largest_bytes);
       conv_temp = std::max(conv_temp, a.conv_temp_peak_bytes - a.peak_bytes);
@@ -201,8 +217,8 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc) {
   }
   const double patch_px = static_cast<double>(*tr.extents.rbegin()) * static_cast<double>(*tc.extents.rbegin());
   // the gathered output; one patch's contiguous input (float32) and its output copy
-  m.patching = m.patched() ? static_cast<double>(eb_) * ext_px_ + (4.0 + static_cast<double>(eb_)) * patch_px
-                           : static_cast<double>(eb_) * ext_px_;
+  m.patching = B * (m.patched() ? static_cast<double>(eb_) * ext_px_ + (4.0 + static_cast<double>(eb_)) * patch_px
+                               : static_cast<double>(eb_) * ext_px_);
   const double resident = m.solver + m.quality + m.weights;
   const double denoise = m.activations + m.workspace + m.patching;
   const double others = kept + std::max(physics_, metrics_strips_);
@@ -226,9 +242,24 @@ MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan
 MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx) {
   const auto& dc = cfg.denoiser;
   Estimator est(cfg, g, tile, ctx);
-  if (dc.patch_size > 0) return est(est.rows(dc.patch_size), est.cols(dc.patch_size));
-  const MemoryPlan whole = est(est.rows(0), est.cols(0));
   const double limit = dc.memory_limit_gb * 1e9;
+  // A volume's slab: the most slices per call that fit (whole tiles), else one at a time.
+  const double room = limit > 0 ? limit : ctx.capacity;
+  int64_t batch = est.slices();
+  if (batch > 1 && room > 0) {
+    const AxisTiling r = est.rows(dc.patch_size), c = est.cols(dc.patch_size);
+    int64_t lo = 1, hi = batch;  // the largest batch that fits, or 1
+    while (lo < hi) {
+      const int64_t mid = (lo + hi + 1) / 2;
+      if (est(r, c, mid).total() <= room)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    batch = lo;
+  }
+  if (dc.patch_size > 0) return est(est.rows(dc.patch_size), est.cols(dc.patch_size), batch);
+  const MemoryPlan whole = est(est.rows(0), est.cols(0), batch);
   if (limit <= 0 || whole.total() <= limit) return whole;
 
   // The fewest computed pixels within the limit: for each row tiling (fewest patches first),
@@ -271,16 +302,33 @@ std::pair<int64_t, int64_t> sinogram_dims(const Config& cfg) {
 }
 
 std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& plan, const nn::Graph& g,
-                                     at::Device device) {
+                                     at::Device device, int local_size) {
   const auto [k, det] = sinogram_dims(cfg);
   MemoryContext ctx;
   ctx.angles = k, ctx.detectors = det, ctx.cuda = device.is_cuda();
-  ctx.truth = cfg.problem.sinogram.empty() ||
-                     io::read_dxchange_shapes(cfg.problem.sinogram, {cfg.problem.data_path, cfg.problem.theta_path,
-                                                                     cfg.problem.ground_truth_path})
-                         .has_truth;
+  const ProblemConfig& p = cfg.problem;
+  if (p.sinogram.empty())
+    ctx.truth = true;
+  else if (plan.decomp.z.volume())
+    ctx.truth = !io::read_volume_shapes(p.sinogram, {p.data_path, p.theta_path, io::VolumePaths{}.white,
+                                                     io::VolumePaths{}.dark, p.ground_truth_path})
+                     .ground_truth.empty();
+  else
+    ctx.truth = io::read_dxchange_shapes(p.sinogram, {p.data_path, p.theta_path, p.ground_truth_path}).has_truth;
   std::vector<MemoryPlan> plans;
-  for (const auto& t : plan.decomp.tiles) plans.push_back(plan_memory(cfg, g, t, ctx));
+  const Decomposition& d = plan.decomp;
+  if (!d.z.volume()) {
+    for (const auto& t : d.tiles) plans.push_back(plan_memory(cfg, g, t, ctx));
+    return plans;
+  }
+  // a volume: every world rank, its tile and its slab (the device's memory bounds the batch)
+  ctx.capacity = 0.9 * (device.is_cuda() ? static_cast<double>(device_total_bytes(device))
+                                          : host_memory_bytes() / std::max(1, local_size));
+  const int ranks = static_cast<int>(d.z.ranges.size()) * d.z.plane_ranks;
+  for (int r = 0; r < ranks; ++r) {
+    ctx.slices = d.z.count(r);
+    plans.push_back(plan_memory(cfg, g, d.tile_of(r), ctx));
+  }
   return plans;
 }
 

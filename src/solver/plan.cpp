@@ -26,10 +26,14 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
   // after it, as pnp_bench --scaling does for each row.
   if (layer && !layer_halo_supported(cfg.compile))
     throw InputError("the layer halo runs with the native backend or eager, not inductor");
+  // A volume's slabs; each plane is split over its plane_ranks ranks as one image over all.
+  const SlabSplit z = plan_slabs(cfg.problem.slices, ranks, static_cast<int>(dc.plane_ranks));
+  ranks = z.plane_ranks;
   p.layer_exchange = layer_exchanges(dc.halo_mode, ranks);
   // The layer halo has no input halo, and its tile boundaries lie on the network's sampling grid.
   p.halo = layer ? 0 : dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
   p.decomp = plan_decomposition(cfg.problem.size, ranks, dc.decomposition, dc.grid, p.halo, graph.alignment(), layer);
+  p.decomp.z = z;
   p.executor = denoiser_executor(cfg);
   // The native executor captures its forward on a GPU, except where the layer halo's exchanges
   // run between its steps (they belong to the solver's capture, post and fused).

@@ -1,11 +1,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "pnp/messages.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/synthetic.hpp"
+#include "pnp/validate.hpp"
 
 namespace pnp {
 
@@ -91,12 +93,44 @@ namespace {
 int64_t standard_detector(int64_t n) { return static_cast<int64_t>(std::ceil(std::sqrt(2.0) * static_cast<double>(n))); }
 }  // namespace
 
+namespace {
+// Whether the sinogram file's data is a projection volume: 3D [angles, slices, detector].
+bool volume_file(const ProblemConfig& p) {
+  try {
+    io::H5File f = io::H5File::open(p.sinogram);
+    return io::shape_of(f, p.data_path).size() == 3;
+  } catch (...) {
+    return false;  // the reader below names what is wrong
+  }
+}
+io::VolumePaths volume_paths(const ProblemConfig& p) {
+  io::VolumePaths v;
+  v.data = p.data_path, v.theta = p.theta_path, v.ground_truth = p.ground_truth_path;
+  return v;
+}
+}  // namespace
+
 void resolve_problem_sizes(Config& cfg) {
   ProblemConfig& p = cfg.problem;
   if (p.sinogram.empty()) return;  // generated: the configured sizes
-  const io::DxchangeShapes sh = io::read_dxchange_shapes(p.sinogram, {p.data_path, p.theta_path, p.ground_truth_path});
-  const int64_t k = sh.data[0], det = sh.data[1];
   const std::string file = "problem.sinogram " + p.sinogram;
+  int64_t k = 0, det = 0, truth_n = 0;  // truth_n: the ground truth's side, 0 = none
+  if (volume_file(p)) {
+    const io::VolumeShapes sh = io::read_volume_shapes(p.sinogram, volume_paths(p));
+    if (cfg.is_given("problem.slices") && p.slices != sh.slices())
+      throw InputError("problem.slices = " + std::to_string(p.slices) + " but " + file + " has " +
+                       std::to_string(sh.slices()) + " slices (leave problem.slices out to take the file's)");
+    p.slices = sh.slices();
+    k = sh.angles(), det = sh.detector();
+    truth_n = sh.ground_truth.empty() ? 0 : sh.ground_truth[1];
+  } else {
+    const io::DxchangeShapes sh = io::read_dxchange_shapes(p.sinogram, {p.data_path, p.theta_path, p.ground_truth_path});
+    if (cfg.is_given("problem.slices") && p.slices != 0)
+      throw InputError("problem.slices = " + std::to_string(p.slices) + " but " + file + " holds one sinogram [" +
+                       std::to_string(sh.data[0]) + ", " + std::to_string(sh.data[1]) + "], not a volume");
+    k = sh.data[0], det = sh.data[1];
+    truth_n = sh.has_truth ? sh.ground_truth[0] : 0;
+  }
   if (cfg.is_given("problem.angles") && p.angles != k)
     throw InputError("problem.angles = " + std::to_string(p.angles) + " but " + file + " has " + std::to_string(k) +
                      " angles (leave problem.angles out to take the file's)");
@@ -107,11 +141,11 @@ void resolve_problem_sizes(Config& cfg) {
   int64_t n = 0;
   if (cfg.is_given("problem.size")) {
     n = p.size;
-    if (sh.has_truth && sh.ground_truth[0] != n)
+    if (truth_n && truth_n != n)
       throw InputError("problem.size = " + std::to_string(n) + " but the ground truth in " + file + " is " +
-                       std::to_string(sh.ground_truth[0]) + " x " + std::to_string(sh.ground_truth[0]));
-  } else if (sh.has_truth) {
-    n = sh.ground_truth[0];
+                       std::to_string(truth_n) + " x " + std::to_string(truth_n));
+  } else if (truth_n) {
+    n = truth_n;
   } else {
     // The image size whose standard detector (ceil(sqrt(2) N) bins) is the file's: at most one.
     for (int64_t c = static_cast<int64_t>(std::floor(double(det) / std::sqrt(2.0))) - 2; c <= det; ++c)
@@ -135,8 +169,82 @@ void resolve_problem_sizes(Config& cfg) {
   if (standard_detector(n) != det) p.detector = det;
 }
 
-Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device, Communicator* comm) {
+namespace {
+
+// The truth's [min, max] over every rank's pixels (none: +inf, -inf).
+std::pair<double, double> global_range(const at::Tensor& truth, Communicator* world) {
+  const double inf = std::numeric_limits<double>::infinity();
+  double lo = truth.numel() ? truth.min().item<double>() : inf, hi = truth.numel() ? truth.max().item<double>() : -inf;
+  if (world) lo = -world->max(-lo), hi = world->max(hi);
+  return {lo, hi};
+}
+
+// A volume's slab on world rank `rank` (setup_problem).
+Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::Device device, Communicator* plane,
+                     Communicator* world) {
   const ProblemConfig& p = cfg.problem;
+  const Box& own = d.tile_of(rank).own;
+  const auto [z0, z1] = d.z.range(rank);
+  const int64_t slab = z1 - z0;
+  Problem prob;
+  prob.slices = d.z.slices, prob.z0 = z0;
+  const auto opts = at::TensorOptions().dtype(at::kFloat);
+  if (p.sinogram.empty()) {
+    prob.geom = physics::Geometry::standard(p.size, p.angles, p.detector);
+    prob.truth_own = at::empty({slab, own.rows(), own.cols()}, opts);
+    const Window w{own.r0, own.c0, own.rows(), own.cols()};
+    for (int64_t s = 0; s < slab; ++s) {
+      std::vector<float> img = shepp_logan_slice_window(z0 + s, p.slices, p.size, w);
+      prob.truth_own[s].copy_(from_vector(std::move(img), {own.rows(), own.cols()}));
+    }
+    prob.truth_own = prob.truth_own.to(device);
+    prob.y = at::empty({slab, prob.geom.n_angles(), prob.geom.n_det}, opts.device(device));
+    for (int64_t s = 0; s < slab; ++s)  // each slice as pnp_phantom --slices projects it
+      prob.y[s].copy_(noisy_projection(prob.truth_own[s], prob.geom, own, p.noise_sigma, p.seed + 1000003 * (z0 + s), plane));
+    prob.angles_source = "simulated: " + std::to_string(p.angles) + " angles evenly spaced over [0, 180) degrees";
+  } else {
+    const io::VolumePaths paths = volume_paths(p);
+    const io::VolumeShapes sh = io::read_volume_shapes(p.sinogram, paths);
+    // The slab's share of the host, checked before it is read (the raw slab and its float copy).
+    const double bytes = 8.0 * double(slab) * double(sh.angles()) * double(sh.detector()) +
+                         (sh.ground_truth.empty() ? 0.0 : 4.0 * double(slab) * double(p.size) * double(p.size));
+    if (bytes > host_memory_bytes())
+      throw InputError(p.sinogram + ": slices [" + std::to_string(z0) + ", " + std::to_string(z1) + ") need " +
+                       human_bytes(bytes) + " to read, more than this host's " + human_bytes(host_memory_bytes()) +
+                       ": use more ranks");
+    io::SlabSinograms sl = io::read_volume_slab(p.sinogram, paths, sh, z0, z1);
+    prob.y = from_vector(std::move(sl.sinograms.data), {slab, sh.angles(), sh.detector()}).to(device);
+    if (sh.has_theta) {
+      io::H5File f = io::H5File::open(p.sinogram);
+      prob.geom.n = p.size, prob.geom.n_det = sh.detector();
+      prob.geom.angles_deg = io::read_angles(f, p.sinogram, p.theta_path, prob.angles_warning);
+      prob.angles_source = "read from " + p.theta_path + " of " + p.sinogram;
+    } else {
+      prob.geom = physics::Geometry::standard(p.size, sh.angles(), sh.detector());
+      prob.angles_assumed = true;
+      prob.angles_source = "assumed: " + std::to_string(sh.angles()) + " angles evenly spaced over [0, 180) degrees (" +
+                           clip_value(p.sinogram) + " has no " + p.theta_path + ")";
+    }
+    if (!sh.ground_truth.empty()) {
+      io::H5File f = io::H5File::open(p.sinogram);
+      io::Array<float> gt = io::read_hyperslab<float>(f, p.ground_truth_path, {z0, own.r0, own.c0},
+                                                      {slab, own.rows(), own.cols()});
+      validate::require_finite(gt.data.data(), gt.shape, "'" + p.ground_truth_path + "' of " + p.sinogram);
+      prob.truth_own = from_vector(std::move(gt.data), {slab, own.rows(), own.cols()}).to(device);
+    }
+  }
+  prob.geom.validate();
+  // the range over the whole volume (every rank has a truth or none: the same file)
+  if (prob.has_truth()) std::tie(prob.truth_min, prob.truth_max) = global_range(prob.truth_own, world);
+  return prob;
+}
+
+}  // namespace
+
+Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device, Communicator* comm,
+                      Communicator* world) {
+  const ProblemConfig& p = cfg.problem;
+  if (d.z.volume()) return setup_volume(cfg, d, rank, device, comm, world);
   const Box& own = d.tile(rank).own;
   if (p.sinogram.empty()) {
     if (comm) return simulate_problem(p, own, device, comm);

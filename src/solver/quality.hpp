@@ -3,7 +3,8 @@
 // allreduced projection holds A x - y after the backprojection phase), and the PSNR and SSIM of
 // the new iterate against the ground truth (data range = the truth's max - min). SSIM needs
 // each tile's neighbourhood within the window radius: a narrow halo plan of its own fills it.
-// Not a public header.
+// A volume's slab is measured slice by slice (SSIM is the mean over every slice's windows) and
+// summed over every rank. Not a public header.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -17,7 +18,9 @@ namespace pnp {
 
 class QualityMonitor {
  public:
-  QualityMonitor(const Problem& prob, const Decomposition& d, Communicator& comm, at::TensorOptions opts);
+  // `plane`: the ranks sharing this rank's plane (its halos); `world`: every rank (the sums).
+  QualityMonitor(const Problem& prob, const Decomposition& d, Communicator& plane, Communicator& world,
+                 at::TensorOptions opts);
   // residual from p (= A x - y, the same on every rank), PSNR and SSIM of x (this rank's tile).
   // False (the same on every rank) when the residual or the error is not finite: diverged.
   bool measure(const at::Tensor& x, const at::Tensor& p, double& residual, double& psnr, double& ssim);
@@ -25,8 +28,11 @@ class QualityMonitor {
  private:
   const Problem& prob_;
   const Decomposition& d_;
-  Communicator& comm_;
+  Communicator &plane_, &world_;
+  // The sum over the planes of a value every rank of a plane holds alike (one image: the value).
+  double planes_sum(double v) const;
   Box own_;
+  double pixels_ = 0;  // of the whole image or volume
   double y_norm_ = 0, range_ = 0;
   Decomposition window_;  // the same tiles, halo = the SSIM window radius
   std::unique_ptr<HaloPlan> halo_;

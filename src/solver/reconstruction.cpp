@@ -117,9 +117,9 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
     const Config& c = p.cfg;
     p.graph = denoiser_graph(c.denoiser);
     p.exec = plan_execution(c, size, p.graph, p.device);
-    const Box& ext = p.exec.decomp.tile(rank).ext;
+    const Box& ext = p.exec.decomp.tile_of(rank).ext;
     nn::infer_output_shape(p.graph, {1, c.denoiser.channels, ext.rows(), ext.cols()});
-    p.memory = memory_plans(c, p.exec, p.graph, p.device);  // InputError on every rank when a memory limit cannot be met
+    p.memory = memory_plans(c, p.exec, p.graph, p.device, local_size);  // InputError on every rank when a memory limit cannot be met
     p.work = denoiser_work(c, p.exec.decomp, p.graph, p.memory);
     // A problem the machine cannot hold is refused now, with the estimate --dry-run prints.
     const MemoryPlan& m = p.memory[static_cast<size_t>(rank)];
@@ -152,19 +152,31 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   r.decomp_ = std::move(plan.exec.decomp);
   int rank = 0;
   MPI_Comm_rank(world, &rank);
+  r.memory_ = plan.memory.at(static_cast<size_t>(rank));
+  const bool volume = r.decomp_.z.volume();
   Watchdog::beat("set-up: the communicator");
   collectively(world, [&] {
     const double t = r.cfg_.distributed.timeout_s > 0 ? r.cfg_.distributed.timeout_s : 600;
-    r.comm_ = make_communicator(r.cfg_.distributed.comm, world, r.device_, local_size, cuda_device_count(), t);
+    if (!volume) {
+      r.comm_ = make_communicator(r.cfg_.distributed.comm, world, r.device_, local_size, cuda_device_count(), t);
+      return;
+    }
+    // A volume: the ranks of each slab's plane get the configured communicator (its sinograms'
+    // allreduce, its halos); every rank's is MPI (the metrics' sums, the gathers).
+    r.comm_ = make_communicator("mpi", world, r.device_, local_size, cuda_device_count(), t);
+    MPI_Comm plane = MPI_COMM_NULL;
+    if (MPI_Comm_split(world, r.decomp_.z.slab(rank), r.decomp_.z.plane_rank(rank), &plane) != MPI_SUCCESS)
+      throw Error("MPI_Comm_split (the volume's planes) failed");
+    r.plane_ = make_communicator(r.cfg_.distributed.comm, plane, r.device_, local_size, cuda_device_count(), t);
   });
   part("communicator");
   // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device.
   limit_device_memory(r.device_, r.cfg_.denoiser.memory_limit_gb * 1e9);
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
-    r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, r.comm_.get());
+    r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, &r.plane(), r.comm_.get());
     part("data");
-    r.den_ = make_denoiser(r.cfg_, r.device_, r.comm_.get(), &r.decomp_);
+    r.den_ = make_denoiser(r.cfg_, r.device_, &r.plane(), &r.decomp_);
     part("denoiser");
   });
   // output.resume: the checkpoint, when there is one, read by every rank (it must come from
@@ -176,16 +188,17 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
       int ranks = 1;
       MPI_Comm_size(world, &ranks);
       r.resume_ = std::make_shared<Checkpoint>(read_checkpoint(path, checkpoint_identity(r.cfg_, ranks), ranks,
-                                                               r.cfg_.problem.size, r.cfg_.solver.iterations));
+                                                               r.cfg_.problem.size, r.cfg_.solver.iterations,
+                                                               r.decomp_.z.slices));
     });
   }
   part("resume");
   // The data every rank read (or simulated) must be the same: a file replaced between the
-  // ranks' reads is caught here.
+  // ranks' reads is caught here (a volume's: within each plane, whose ranks share their slab's).
   {
     const at::Tensor y = r.prob_.y.to(at::kCPU).contiguous();
     const std::string_view bytes(static_cast<const char*>(y.data_ptr()), static_cast<size_t>(y.nbytes()));
-    agree(world, "sinogram " + fnv1a_hex(bytes) + " " + nn::shape_string(y.sizes().vec()) + "\n", "data");
+    agree(r.plane().mpi_comm(), "sinogram " + fnv1a_hex(bytes) + " " + nn::shape_string(y.sizes().vec()) + "\n", "data");
   }
   part("data_check");
   r.setup_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -194,7 +207,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
 
 PnpRecord Reconstruction::run() {
   const double setup = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-  PnpRecord rec = run_pnp(cfg_, decomp_, *comm_, prob_, den_, device_, setup, resume_.get());
+  PnpRecord rec = run_pnp(cfg_, decomp_, *comm_, prob_, den_, device_, setup, resume_.get(), &plane(), &memory_);
   rec.setup.insert(rec.setup.begin(), setup_.begin(), setup_.end());
   return rec;
 }
@@ -220,13 +233,15 @@ GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
   {
     const MemoryPlan& m = rec.memory;
     const auto cols = gather_columns(comm, {double(m.patch_rows), double(m.patch_cols), double(m.overlap),
-                                            double(m.patches), double(m.patch_shapes), m.redundancy});
-    const size_t ranks = cols.size() / 6;  // [6 x ranks] on rank 0
+                                            double(m.patches), double(m.patch_shapes), m.redundancy, double(m.batch),
+                                            double(m.batches)});
+    const size_t ranks = cols.size() / 8;  // [8 x ranks] on rank 0
     for (size_t q = 0; q < ranks; ++q) {
       auto at = [&](size_t i) { return cols[i * ranks + q]; };
       MemoryPlan p;
       p.patch_rows = int64_t(at(0)), p.patch_cols = int64_t(at(1)), p.overlap = int64_t(at(2));
       p.patches = int64_t(at(3)), p.patch_shapes = int(at(4)), p.redundancy = at(5);
+      p.batch = int64_t(at(6)), p.batches = int64_t(at(7));
       g.memory.push_back(p);
     }
   }

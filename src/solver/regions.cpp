@@ -17,18 +17,29 @@ int slot(Phase p) { return static_cast<int>(p); }
 }  // namespace
 
 void GradientRegion::run(PhaseTimer* timer) {
-  timed(timer, slot(Phase::forward_projection), [&] { physics::forward_out(s_.x, prob_.geom, own_, s_.p); });
+  const bool slab = prob_.volume();  // the slab's slices, each its own 2D problem
+  timed(timer, slot(Phase::forward_projection), [&] {
+    if (slab)
+      physics::forward_slices_out(s_.x, prob_.geom, own_, s_.p);
+    else
+      physics::forward_out(s_.x, prob_.geom, own_, s_.p);
+  });
   timed(timer, slot(Phase::allreduce), [&] { comm_.allreduce_sum(s_.p); });
   timed(timer, slot(Phase::backprojection), [&] {
     s_.p.sub_(prob_.y);
-    physics::adjoint_out(s_.p, prob_.geom, own_, s_.g);
+    if (slab)
+      physics::adjoint_slices_out(s_.p, prob_.geom, own_, s_.g);
+    else
+      physics::adjoint_out(s_.p, prob_.geom, own_, s_.g);
   });
   timed(timer, slot(Phase::step), [&] { at::add_out(s_.z_own, s_.x, s_.g, -step_); });
 }
 
 DenoiseRegion::DenoiseRegion(const TilePlan& tile, HaloPlan& halo, Denoiser& den, LoopState& s, DenoiseSettings set)
     : tile_(tile), halo_(halo), den_(den), s_(s), set_(set) {
-  z4_ = s_.z_ext.view({1, 1, tile_.ext.rows(), tile_.ext.cols()});
+  z4_ = s_.z_ext.view({s_.z_ext.dim() == 3 ? s_.z_ext.size(0) : 1, 1, tile_.ext.rows(), tile_.ext.cols()});
+  for (const auto& [z0, z1] : split_range(z4_.size(0), static_cast<int>(std::max<int64_t>(set_.batches, 1))))
+    batches_.emplace_back(z0, z1 - z0);
 }
 
 void DenoiseRegion::set_sigma(double sigma) {
@@ -39,17 +50,39 @@ void DenoiseRegion::set_sigma(double sigma) {
 void DenoiseRegion::run(PhaseTimer* timer) {
   const Box &own = tile_.own, &ext = tile_.ext;
   timed(timer, slot(Phase::halo_exchange), [&] { halo_.exchange(s_.z_ext); });
-  at::Tensor d_own;
+  // x (or a batch's slices of it) from the denoised extended tile: relaxed with z, its owned part.
+  auto combine = [&](const at::Tensor& dz, int64_t z0, int64_t count) {
+    const at::Tensor d_own = dz.view({count, ext.rows(), ext.cols()})
+                                 .narrow(-2, own.r0 - ext.r0, own.rows())
+                                 .narrow(-1, own.c0 - ext.c0, own.cols())
+                                 .view(s_.x.sizes().size() == 3 ? std::vector<int64_t>{count, own.rows(), own.cols()}
+                                                                : std::vector<int64_t>{own.rows(), own.cols()});
+    at::Tensor x = s_.x.dim() == 3 ? s_.x.narrow(0, z0, count) : s_.x;
+    if (set_.alpha < 1.0) {
+      const at::Tensor z = s_.z_own.dim() == 3 ? s_.z_own.narrow(0, z0, count) : s_.z_own;
+      x.copy_(z).mul_(1.0 - set_.alpha).add_(d_own, set_.alpha);
+    } else {
+      x.copy_(d_own);
+    }
+  };
+  auto denoise = [&](int64_t z0, int64_t count) {
+    return nn::denoise_patched(*den_.executor, z4_.narrow(0, z0, count), set_.sigma, {set_.patch_rows, set_.patch_cols},
+                               set_.overlap);
+  };
+  if (batches_.size() == 1) {  // one call (one image): x is written in the clamp phase
+    at::Tensor dz;
+    timed(timer, slot(Phase::denoise), [&] { dz = denoise(0, batches_[0].second); });
+    timed(timer, slot(Phase::clamp), [&] {
+      combine(dz, 0, batches_[0].second);
+      if (set_.clamp) s_.x.clamp_(set_.lo, set_.hi);
+    });
+    return;
+  }
+  // A slab in batches: each batch's result goes to x before the next call reuses the buffers.
   timed(timer, slot(Phase::denoise), [&] {
-    at::Tensor dz = nn::denoise_patched(*den_.executor, z4_, set_.sigma, {set_.patch_rows, set_.patch_cols}, set_.overlap);
-    d_own = dz.view({ext.rows(), ext.cols()}).narrow(0, own.r0 - ext.r0, own.rows()).narrow(1, own.c0 - ext.c0, own.cols());
+    for (const auto& [z0, count] : batches_) combine(denoise(z0, count), z0, count);
   });
   timed(timer, slot(Phase::clamp), [&] {
-    if (set_.alpha < 1.0) {
-      s_.x.copy_(s_.z_own).mul_(1.0 - set_.alpha).add_(d_own, set_.alpha);
-    } else {
-      s_.x.copy_(d_own);
-    }
     if (set_.clamp) s_.x.clamp_(set_.lo, set_.hi);
   });
 }

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "capture.hpp"
 #include "pnp/halo.hpp"
@@ -25,6 +27,7 @@ namespace pnp {
 inline constexpr int kGradientRegionSlot = kPhaseCount, kDenoiseRegionSlot = kPhaseCount + 1;
 
 // The loop's state on one rank, allocated once: the iterate and every buffer a phase writes.
+// A volume's slab puts its slices in front of each: [slices, own], [slices, K, D].
 struct LoopState {
   at::Tensor x;      // [own] the iterate
   at::Tensor z_ext;  // [ext] z with its halo
@@ -52,6 +55,7 @@ struct DenoiseSettings {
   double sigma = 0.01;    // given to the denoiser
   int64_t patch_rows = 0, patch_cols = 0;  // input extent of a patch; 0 = the whole extended tile
   int64_t overlap = 0;
+  int64_t batches = 1;    // a volume's slab denoised in this many calls of nearly equal slices
   double alpha = 1.0;     // relaxation: x = (1 - alpha) z + alpha D(z)
   bool clamp = true;
   double lo = 0, hi = 1;  // clamp bounds
@@ -71,7 +75,8 @@ class DenoiseRegion {
   Denoiser& den_;
   LoopState& s_;
   DenoiseSettings set_;
-  at::Tensor z4_;  // z_ext as [1, 1, rows, cols]
+  at::Tensor z4_;  // z_ext as [1, 1, rows, cols] (a volume's slab: [slices, 1, rows, cols])
+  std::vector<std::pair<int64_t, int64_t>> batches_;  // (first slice, slices) of each denoiser call
 };
 
 class StepRunner {

@@ -15,8 +15,8 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
   const int64_t c = cfg.denoiser.channels;
   const double total = roofline::count(whole, {1, c, d.n, d.n}).flops;
   const int64_t eb = cfg.denoiser.precision == "bf16" ? 2 : 4;
-  std::vector<DenoiserWork> out;
-  for (int r = 0; r < ranks; ++r) {
+  // One call on plane tile r (a slice's), its patches those of `m` (null: whole).
+  auto work_of = [&](int r, const MemoryPlan* m) {
     const TilePlan& t = d.tile(r);
     DenoiserWork w;
     w.ideal = total / ranks;
@@ -28,10 +28,9 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
       w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
     } else {
       w.flops = roofline::count(whole, {1, c, t.ext.rows(), t.ext.cols()}).flops;
-      if (static_cast<size_t>(r) < memory.size() && memory[static_cast<size_t>(r)].patched()) {
-        const MemoryPlan& m = memory[static_cast<size_t>(r)];
-        const auto rows = nn::patch_ranges(t.ext.rows(), m.patch_rows, m.overlap, whole.alignment());
-        const auto cols = nn::patch_ranges(t.ext.cols(), m.patch_cols, m.overlap, whole.alignment());
+      if (m && m->patched()) {
+        const auto rows = nn::patch_ranges(t.ext.rows(), m->patch_rows, m->overlap, whole.alignment());
+        const auto cols = nn::patch_ranges(t.ext.cols(), m->patch_cols, m->overlap, whole.alignment());
         std::map<std::pair<int64_t, int64_t>, double> per_shape;  // a few distinct shapes, many patches
         double patched = 0;
         for (const auto& a : rows)
@@ -50,6 +49,23 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
       w.messages = static_cast<int64_t>(t.sends.size());
       w.exchanges = t.sends.empty() && t.recvs.empty() ? 0 : 1;
     }
+    return w;
+  };
+  auto plan_of = [&](int r) { return static_cast<size_t>(r) < memory.size() ? &memory[static_cast<size_t>(r)] : nullptr; };
+  std::vector<DenoiserWork> out;
+  if (!d.z.volume()) {
+    for (int r = 0; r < ranks; ++r) out.push_back(work_of(r, plan_of(r)));
+    return out;
+  }
+  // A volume: each world rank's slab, one call per slice (batched calls do the slices' work).
+  const int world = static_cast<int>(d.z.ranges.size()) * d.z.plane_ranks;
+  for (int r = 0; r < world; ++r) {
+    DenoiserWork w = work_of(d.z.plane_rank(r), plan_of(r));
+    const double s = static_cast<double>(d.z.count(r));
+    w.flops *= s;
+    w.ideal = total * static_cast<double>(d.z.slices) / world;
+    w.exchange_bytes *= d.z.count(r), w.messages *= d.z.count(r);
+    if (const MemoryPlan* m = plan_of(r)) w.patches *= m->batches;
     out.push_back(w);
   }
   return out;

@@ -130,9 +130,13 @@ std::vector<Ellipse> ellipsoid_slice(const std::vector<Ellipsoid>& ellipsoids, d
 }
 
 std::vector<float> shepp_logan_slice(int64_t s, int64_t slices, int64_t n) {
+  return shepp_logan_slice_window(s, slices, n, Window{0, 0, n, n});
+}
+
+std::vector<float> shepp_logan_slice_window(int64_t s, int64_t slices, int64_t n, const Window& w) {
   if (slices < 1 || s < 0 || s >= slices)
     throw InputError("shepp_logan_slice: slice " + std::to_string(s) + " of " + std::to_string(slices));
-  auto img = rasterize(ellipsoid_slice(shepp_logan_ellipsoids(), pixel_centre(s, slices)), n);
+  auto img = rasterize_window(ellipsoid_slice(shepp_logan_ellipsoids(), pixel_centre(s, slices)), n, w);
   for (auto& v : img) v = std::clamp(v, 0.0f, 1.0f);
   return img;
 }
