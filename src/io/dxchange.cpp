@@ -15,8 +15,8 @@ DxchangeShapes read_dxchange_shapes(const fs::path& path, const DxchangePaths& p
     DxchangeShapes sh;
     sh.data = shape_of(f, paths.data);
     if (sh.data.size() != 2)
-      throw InputError("'" + paths.data + "' must be [angles, detector], got " + std::to_string(sh.data.size()) +
-                       " dimensions");
+      throw InputError("'" + paths.data + "' must be [angles, detector] (or a volume's [angles, slices, detector]), got " +
+                       std::to_string(sh.data.size()) + " dimensions");
     if (sh.data[0] < 1 || sh.data[1] < 1)
       throw InputError("'" + paths.data + "' is empty (" + std::to_string(sh.data[0]) + " x " + std::to_string(sh.data[1]) + ")");
     if (!paths.theta.empty() && exists(f, paths.theta)) {

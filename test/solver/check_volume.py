@@ -1,0 +1,160 @@
+"""Volumes end to end on the CPU (pnp_recon with problem.slices or a 3D DXchange file):
+  - a 5-slice 64^2 volume on 1, 2 and 4 ranks in z-slabs, and on 4 ranks as 2 slabs x 2 tiles
+    (distributed.plane_ranks = 2), equals the 1-rank run (relative L2 <= 1e-6), with content;
+  - the simulated volume (problem.slices) equals the run on pnp_phantom --slices's file of it;
+  - slice-wise: slices 0 and 2 of the volume equal the 2D runs of their own sinograms (a 2D
+    DXchange file made of the slice) to 1e-6;
+  - raw counts with flat and dark fields (pnp_phantom --counts 1e6) reconstruct near the line
+    integrals' run (within 10 %: at unit pixels the longest rays fall below the 1e-6 transmission
+    the reader clips at);
+  - checkpoint/resume of a volume on 2 ranks (output.stop_after) is bit for bit the uninterrupted run;
+  - the output is chunked by slice and compressed, with /decomposition/slabs;
+  - a damaged volume (a truth of the wrong shape, 4D data, a problem.slices that disagrees with
+    the file) is exit 2 with one error line, before any iteration.
+  check_volume.py MPIEXEC... -- PNP_RECON PNP_PHANTOM DEMO.toml"""
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+sep = sys.argv.index("--")
+mpiexec = sys.argv[1:sep]
+recon, phantom, demo = sys.argv[sep + 1:sep + 4]
+CAP = 4 << 30
+work = tempfile.mkdtemp(prefix="pnp_volume_")
+failures = []
+S, N, K = 5, 64, 30
+SMALL = ["problem.size=64", "problem.angles=30", "solver.iterations=3", "output.progress=false",
+         "distributed.device='cpu'"]
+
+
+def cap_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
+
+
+def run(name, ranks, sets, extra=()):
+    out = os.path.join(work, name + ".h5")
+    cmd = mpiexec + ["-n", str(ranks), recon, demo, "--output", out, "--force", *extra]
+    for s in SMALL + sets:
+        cmd += ["--set", s]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, preexec_fn=cap_memory)
+    return p, out
+
+
+def image(name, ranks, sets, extra=()):
+    p, out = run(name, ranks, sets, extra)
+    if p.returncode != 0:
+        failures.append(f"{name}: exit {p.returncode}: {p.stdout[-500:]} {p.stderr[-500:]}")
+        return None
+    with h5py.File(out, "r") as f:
+        return f["/reconstruction"][...]
+
+
+def agree(name, a, b, tol):
+    if a is None or b is None:
+        return
+    if a.shape != b.shape:
+        failures.append(f"{name}: shapes {a.shape} and {b.shape}")
+        return
+    rel = float(np.linalg.norm(a - b) / np.linalg.norm(a))
+    print(f"{name}: relative L2 {rel:.3e} (<= {tol:g})")
+    if not rel <= tol:
+        failures.append(f"{name}: relative L2 {rel:.3e} > {tol:g}")
+
+
+def phantom_file(name, extra=()):
+    path = os.path.join(work, name + ".h5")
+    subprocess.run([phantom, "-N", str(N), "-K", str(K), "--slices", str(S), "-o", path, "--force", *extra],
+                   check=True, capture_output=True, timeout=120)
+    return path
+
+
+# 1. z-slabs and z-slabs x tiles against one rank
+vol = [f"problem.slices={S}"]
+one = image("np1", 1, vol)
+if one is not None:
+    if one.shape != (S, N, N) or not np.isfinite(one).all() or float(one.std()) < 0.05:
+        failures.append(f"np1: the volume {one.shape} has no content (std {float(np.std(one)):.3g})")
+    for s in range(S):  # every slice has content, none flattened by the clamp
+        if float(one[s].std()) < 0.01:
+            failures.append(f"np1: slice {s} is flat (std {float(one[s].std()):.3g})")
+for ranks, extra in [(2, []), (4, []), (4, ["distributed.plane_ranks=2"])]:
+    name = f"np{ranks}" + ("_plane2" if extra else "")
+    agree(f"{name} vs np1", one, image(name, ranks, vol + extra), 1e-6)
+
+# 2. the same volume from pnp_phantom's file; 3. slice-wise equals 2D
+vfile = phantom_file("volume")
+from_file = image("file_np2", 2, [f"problem.sinogram='{vfile}'"])
+agree("file vs simulated", one, from_file, 1e-6)
+with h5py.File(vfile, "r") as f:
+    data, theta, truth = f["/exchange/data"][...], f["/exchange/theta"][...], f["/exchange/ground_truth"][...]
+for s in (0, 2):
+    path = os.path.join(work, f"slice{s}.h5")
+    with h5py.File(path, "w") as f:
+        f["/exchange/data"] = data[:, s, :]
+        f["/exchange/theta"] = theta
+        f["/exchange/ground_truth"] = truth[s]
+    flat = image(f"slice{s}_2d", 1, [f"problem.sinogram='{path}'"])
+    agree(f"slice {s}: volume vs its 2D run", flat, None if one is None else one[s], 1e-6)
+
+# 4. raw counts with flat and dark fields
+counts = image("counts", 2, [f"problem.sinogram='{phantom_file('volume_counts', ['--counts', '1e6'])}'"])
+if counts is not None and one is not None:
+    rel = float(np.linalg.norm(counts - one) / np.linalg.norm(one))
+    print(f"counts vs line integrals: relative L2 {rel:.3e}")
+    if not rel < 0.1 or float(counts.std()) < 0.05:
+        failures.append(f"counts: relative L2 {rel:.3e} against the line integrals' run")
+
+# 5. checkpoint/resume bit for bit
+whole = image("whole_np2", 2, vol + ["solver.iterations=4"])
+p, out = run("resumed_np2", 2, vol + ["solver.iterations=4", "output.stop_after=2"])
+if p.returncode != 75:
+    failures.append(f"stop_after: exit {p.returncode} (75 expected): {p.stderr[-300:]}")
+resumed = image("resumed_np2", 2, vol + ["solver.iterations=4"], ["--resume"])
+if whole is not None and resumed is not None:
+    print(f"resume: max |difference| {float(np.abs(whole - resumed).max()):.3e}")
+    if not np.array_equal(whole, resumed):
+        failures.append("resume: the resumed volume differs from the uninterrupted run")
+
+# 6. the output's layout
+if one is not None:
+    with h5py.File(os.path.join(work, "np4_plane2.h5"), "r") as f:
+        d = f["/reconstruction"]
+        print(f"output: chunks {d.chunks}, compression {d.compression}, slabs {f['/decomposition/slabs'][...].tolist()}")
+        if d.chunks != (1, N, N) or d.compression is None:
+            failures.append(f"output: chunks {d.chunks}, compression {d.compression}")
+        if f["/decomposition/slabs"][...].tolist() != [[0, 3], [0, 3], [3, 5], [3, 5]]:
+            failures.append(f"slabs: {f['/decomposition/slabs'][...].tolist()}")
+        if f["/ground_truth"].shape != (S, N, N):
+            failures.append(f"ground truth: {f['/ground_truth'].shape}")
+
+# 7. damaged volumes: exit 2 with one error line, before any iteration
+bad_truth = os.path.join(work, "bad_truth.h5")
+shutil.copy(vfile, bad_truth)
+with h5py.File(bad_truth, "a") as f:
+    del f["/exchange/ground_truth"]
+    f["/exchange/ground_truth"] = np.zeros((S, N, N + 1), np.float32)
+bad_4d = os.path.join(work, "bad_4d.h5")
+with h5py.File(bad_4d, "w") as f:
+    f["/exchange/data"] = np.zeros((K, S, 2, 91), np.float32)
+cases = [("truth of the wrong shape", [f"problem.sinogram='{bad_truth}'"], "ground_truth"),
+         ("4D data", [f"problem.sinogram='{bad_4d}'"], "exchange/data"),
+         ("slices disagree", [f"problem.sinogram='{vfile}'", "problem.slices=4"], "problem.slices"),
+         ("more slabs than slices", ["problem.slices=2"], "slabs")]
+for what, sets, word in cases:
+    p, out = run("bad", 3 if what == "more slabs than slices" else 2, sets)
+    errors = [l for l in p.stderr.splitlines() if l.startswith("error:")]
+    print(f"{what}: exit {p.returncode}, {errors[:1]}")
+    if p.returncode != 2 or len(errors) != 1 or word not in errors[0] or "iteration" in p.stdout:
+        failures.append(f"{what}: exit {p.returncode}, errors {errors}, stdout {p.stdout[-200:]}")
+
+shutil.rmtree(work, ignore_errors=True)
+if failures:
+    print("FAILED:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("volumes: all checks passed")
