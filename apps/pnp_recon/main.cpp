@@ -156,10 +156,11 @@ int main(int argc, char** argv) {
   if (rank == 0 && !run->problem().angles_warning.empty())
     std::fprintf(stderr, "warning: %s\n", error_line(run->problem().angles_warning).c_str());
   if (rank == 0 && cfg.output.progress) {
-    std::printf("pnp_recon: %lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
-                (long long)decomp.n, (long long)decomp.n, (long long)run->problem().geom.n_angles(),
+    const std::string slices = decomp.z.volume() ? std::to_string(decomp.z.slices) + " slices of " : "";
+    std::printf("pnp_recon: %s%lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
+                slices.c_str(), (long long)decomp.n, (long long)decomp.n, (long long)run->problem().geom.n_angles(),
                 cfg.denoiser.architecture.c_str(), run->comm().size(), run->device().is_cuda() ? "CUDA" : "CPU",
-                run->comm().choice().c_str(), to_string(cfg.compile.mode).c_str(),
+                run->plane().choice().c_str(), to_string(cfg.compile.mode).c_str(),
                 to_string(cfg.compile.backend).c_str(),
                 (long long)decomp.halo);
     if (warmup.device() >= 0)

@@ -42,7 +42,10 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   std::ostringstream os;
   const int64_t n = cfg.problem.size;
   const auto [k, det] = sinogram_dims(cfg);
-  os << "problem      " << n << " x " << n << " image, " << k << " angles, " << det << " detector bins, "
+  os << "problem      ";
+  if (d.z.volume()) os << d.z.slices << " slices of ";
+  os << n << " x " << n << (d.z.volume() ? " (a volume, each slice its own parallel-beam problem), " : " image, ") << k
+     << " angles, " << det << " detector bins, "
      << (cfg.problem.sinogram.empty() ? "phantom " + cfg.problem.phantom + " generated in memory"
                                       : "sinogram " + cfg.problem.sinogram)
      << "\n";
@@ -73,7 +76,8 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   if (cfg.denoiser.memory_limit_gb > 0)
     os << "memory limit " << cfg.denoiser.memory_limit_gb << " GB per rank (denoiser.memory_limit_gb)\n";
   for (size_t r = 0; r < plans.size(); ++r) os << "memory       rank " << r << ": " << plans[r].describe() << "\n";
-  os << "denoiser work (halo_mode " << to_string(cfg.distributed.halo_mode) << ", per call)\n";
+  os << "denoiser work (halo_mode " << to_string(cfg.distributed.halo_mode)
+     << (d.z.volume() ? ", per iteration over the rank's slab)\n" : ", per call)\n");
   for (size_t r = 0; r < plan.work.size(); ++r) {
     const DenoiserWork& w = plan.work[r];
     char line[200];
@@ -112,6 +116,14 @@ void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int
             "input rows and columns of one denoiser patch on each rank (0, 0 = the whole extended tile): "
             "denoiser.patch_size, or chosen within denoiser.memory_limit_gb for the least redundant work");
   io::write(f, "/memory/patches", patches.data(), {ranks}, "1", "denoiser calls per iteration on each rank");
+  if (cfg.problem.slices > 0) {  // a volume's slab: its slices per call
+    std::vector<int64_t> batch, batches;
+    for (const MemoryPlan& m : g.memory) batch.push_back(m.batch), batches.push_back(m.batches);
+    io::write(f, "/memory/batch", batch.data(), {ranks}, "slice",
+              "a volume's slices per denoiser call on each rank (the most of its slab that fit the budget)");
+    io::write(f, "/memory/batches", batches.data(), {ranks}, "1",
+              "denoiser calls per patch over each rank's slab in one iteration (patches is per call)");
+  }
   io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
   for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
     std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());

@@ -15,6 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+import h5py
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from memory_checks import refusal_problems, run_problems  # noqa: E402
 
@@ -51,6 +54,18 @@ def check(name, ranks, sets, patched=False):
     failures.extend(f"{name}: {q}" for q in problems)
 
 
+def check_batched(name, ranks, sets):
+    """A volume under a limit that binds: the slab denoised in several calls, each of several slices."""
+    check(name, ranks, sets)
+    out = os.path.join(work, name + ".h5")
+    if os.path.exists(out):
+        with h5py.File(out, "r") as f:
+            batch, batches = f["/memory/batch"][()], f["/memory/batches"][()]
+        print(f"  {batch} slices per call, {batches} calls")
+        if not (np.all(batches > 1) and np.all(batch > 1)):
+            failures.append(f"{name}: expected several calls of several slices, got {batch} x {batches}")
+
+
 def check_refused():
     name = "refused"
     sets = ["problem.size=512", "compile.mode='none'", "denoiser.memory_limit_gb=0.2"]
@@ -81,6 +96,10 @@ check("dncnn_512_native_limit", 1, ["problem.size=512", native, "denoiser.archit
                                     "denoiser.weights='dncnn_ct'", "denoiser.memory_limit_gb=0.1"], patched=True)
 check("unet_512_eager_limit_2ranks", 2, ["problem.size=512", eager, "denoiser.architecture='unet'",
                                          "denoiser.weights=''", "denoiser.memory_limit_gb=0.2"], patched=True)
+# volumes: each rank's slab of slices resident, the denoiser on as many of them at once as fit
+check("volume_128_eager_2ranks", 2, ["problem.size=128", "problem.slices=6", eager])
+check_batched("volume_128_native_limit", 1, ["problem.size=128", "problem.slices=6", native,
+                                              "denoiser.memory_limit_gb=0.31"])
 check_refused()
 shutil.rmtree(work, ignore_errors=True)
 for f in failures:
