@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import figures, images, scaling, tables
+from . import figures, images, scaling, tables, volume
 from .io import read_benches, read_recons
 
 STYLE_DPI = figures.DPI
@@ -33,6 +33,7 @@ _HELP = {
     "peer-speedup": "pnp native against the better torch.compile arm (deepinv), speed-up and compile time",
     "roofline": "arithmetic intensity vs compile speedup with the GPU ridge point (pnp_bench)",
     "scaling": "predicted efficiency and iteration time per rank count (pnp_bench --scaling)",
+    "volume": "orthogonal slices (axial, coronal, sagittal) of a volume, its ground truth and error, per file",
 }
 
 # name, program, table, plot[, reader]
@@ -46,6 +47,7 @@ FIGURES = {
         ("peer-speedup", "pnp_bench", tables.peer_speedup, figures.plot_peer_speedup),
         ("roofline", "pnp_bench", tables.roofline, figures.plot_roofline),
         ("scaling", "pnp_bench --scaling", scaling.scaling_table, scaling.plot_scaling, scaling.read_scalings),
+        ("volume", "pnp_recon volume", volume.orthogonal_table, volume.plot_orthogonal, volume.read_volumes),
     )
 }
 

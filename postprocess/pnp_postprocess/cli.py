@@ -8,6 +8,7 @@ import h5py
 
 from .api import FIGURES, make_figure
 from .images import one_per_run
+from .volume import is_volume
 from .io import SchemaError, gpu_label, is_ceilings, is_scaling, program_of
 
 
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
         if args.figure == "list":
             return _list(args.files)
         if args.figure == "all":
-            by_program = {"pnp_recon": [], "pnp_bench": [], "pnp_bench --scaling": []}
+            by_program = {"pnp_recon": [], "pnp_recon volume": [], "pnp_bench": [], "pnp_bench --scaling": []}
             for path in args.files:
                 if is_scaling(path):
                     by_program["pnp_bench --scaling"].append(path)
@@ -57,6 +58,8 @@ def main(argv=None) -> int:
                     print(f"{path}: pnp_bench --ceilings file, no figure (read_ceilings reads it)")
                     continue
                 prog = program_of(path)
+                if prog == "pnp_recon" and is_volume(path):  # the volume figure, not the 2D ones
+                    prog = "pnp_recon volume"
                 if prog not in by_program:
                     raise SchemaError(f"{path}: unknown program '{prog}'")
                 by_program[prog].append(path)
