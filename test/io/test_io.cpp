@@ -135,7 +135,7 @@ TEST_CASE("DXchange errors name the file and dataset") {
     write(f, "/exchange/data", d.data(), {10}, "1", "1-D: wrong");
   }
   CHECK_THROWS_WITH(read_dxchange(dir / "bad.h5"),
-                    doctest::Contains("'/exchange/data' must be [angles, detector], got 1 dimensions"));
+                    doctest::Contains("'/exchange/data' must be [angles, detector] (or a volume's [angles, slices, detector]), got 1 dimensions"));
   {
     H5File f = H5File::create(dir / "nodata.h5");
     std::vector<float> d(4, 1.0f);
