@@ -123,6 +123,16 @@ pnp_scaling() {
 }
 
 # The denoiser sweep on one GPU.
+# A volume over every node of the job: one z-slab per GPU (SLURM_JOB_NUM_NODES x GPUS_PER_NODE
+# ranks), each mode in MODES.
+pnp_volume() {
+  local nodes=${SLURM_JOB_NUM_NODES:-1} n mode
+  n=$(( nodes * GPUS_PER_NODE ))
+  for mode in $MODES; do
+    pnp_recon_run "$n" "$nodes" "$mode" "results/${SLURM_JOB_NAME}_${SLURM_JOB_ID}_${n}gpu_${mode}_${PNP_BACKEND}.h5"
+  done
+}
+
 pnp_sweep() {
   local out="results/${SLURM_JOB_NAME}_${SLURM_JOB_ID}.h5"
   if pnp_srun 1 1 pnp_bench "$PNP_SWEEP_CONFIG" --output "$out"; then

@@ -187,3 +187,13 @@ def test_missing_binary_is_an_error(cluster, tmp_path):
     r = run_job(src, dict(env, PNP_BIN=str(tmp_path / "nowhere"),
                           PATH="/usr/bin:/bin"), "study_a100.sbatch")
     assert r.returncode == 2 and "pnp_recon not found" in r.stderr
+
+
+def test_volume_job_runs_one_slab_per_gpu_of_every_node(cluster):
+    src, env, _, srun_log = cluster
+    r = run_job(src, env, "volume_h100.sbatch", SLURM_JOB_NUM_NODES="2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = srun_log.read_text().splitlines()
+    assert len(calls) == 1 and "--nodes=2 --ntasks=8 --ntasks-per-node=4" in calls[0]
+    assert "input/volume_2048.toml" in calls[0] and "--set compile.mode=pre" in calls[0]
+    assert (src / "results" / "pnp_volume_h100_4242_8gpu_pre_native.h5").exists()
