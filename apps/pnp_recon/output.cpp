@@ -131,6 +131,28 @@ void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int
               "peak device memory allocated during the phase, over all iterations, per rank (on the CPU: LibTorch's CPU allocator, counted)");
   }
 }
+// /reconstruction and /ground_truth: one image, or a volume chunked by slice and compressed, so
+// that a notebook reads a slice without the rest.
+void write_images(io::H5File& f, const Decomposition& d, const GatheredRecord& g) {
+  if (!d.z.volume()) {
+    at::Tensor img = g.image.contiguous();
+    io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
+              "final PnP iterate x, gathered from all tiles");
+    if (g.truth.defined()) {
+      at::Tensor gt = g.truth.contiguous();
+      io::write(f, "/ground_truth", gt.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel", "ground-truth image");
+    }
+    return;
+  }
+  io::write_attr(f, "/", "slices", d.z.slices);
+  auto volume = [&](const std::string& path, const at::Tensor& v, const char* what) {
+    const at::Tensor c = v.contiguous();
+    io::create_chunked(f, path, {d.z.slices, d.n, d.n}, {1, d.n, d.n}, 1, "attenuation per pixel", what);
+    io::write_hyperslab(f, path, {0, 0, 0}, {d.z.slices, d.n, d.n}, c.data_ptr<float>());
+  };
+  volume("/reconstruction", g.image, "final PnP iterate x [slices, N, N], gathered from every rank's slab and tile");
+  if (g.truth.defined()) volume("/ground_truth", g.truth, "ground-truth volume [slices, N, N]");
+}
 }  // namespace
 
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
@@ -155,25 +177,7 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_attr(f, "/", "power_iterations", rec.power_iterations);
   io::write_attr(f, "/", "power_converged", int64_t{rec.power_converged});
   io::write_attr(f, "/", "tf32", int64_t{cfg.compile.tf32});
-  if (d.z.volume()) {
-    // A volume: chunked by slice and compressed, so that a notebook reads a slice without the rest.
-    io::write_attr(f, "/", "slices", d.z.slices);
-    auto volume = [&](const std::string& path, const at::Tensor& v, const char* what) {
-      const at::Tensor c = v.contiguous();
-      io::create_chunked(f, path, {d.z.slices, d.n, d.n}, {1, d.n, d.n}, 1, "attenuation per pixel", what);
-      io::write_hyperslab(f, path, {0, 0, 0}, {d.z.slices, d.n, d.n}, c.data_ptr<float>());
-    };
-    volume("/reconstruction", g.image, "final PnP iterate x [slices, N, N], gathered from every rank's slab and tile");
-    if (g.truth.defined()) volume("/ground_truth", g.truth, "ground-truth volume [slices, N, N]");
-  } else {
-    at::Tensor img = g.image.contiguous();
-    io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",
-              "final PnP iterate x, gathered from all tiles");
-    if (g.truth.defined()) {
-      at::Tensor gt = g.truth.contiguous();
-      io::write(f, "/ground_truth", gt.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel", "ground-truth image");
-    }
-  }
+  write_images(f, d, g);
   const int64_t iters = static_cast<int64_t>(rec.total.size()), ranks = comm.size();
   for (size_t i = 0; i < pnp_phases().size(); ++i)
     io::write(f, "/timings/" + pnp_phases()[i], g.phase[i].data(), {iters, ranks}, "s",
