@@ -106,12 +106,13 @@ def config_precision(config) -> str | None:
     return m.group(1) if m else None
 
 
-def _image_dataset(f: h5py.File, name: str, path) -> h5py.Dataset:
+def _image_dataset(f: h5py.File, name: str, path, ndim: int = 2) -> h5py.Dataset:
     d = f[name]
     if not isinstance(d, h5py.Dataset):
         raise SchemaError(f"{path}: '{name}' is not a dataset")
-    if d.ndim != 2 or d.dtype.kind not in "fiu":
-        raise SchemaError(f"{path}: {name} is {d.dtype} {list(d.shape)}, expected a numeric [N, N] image")
+    if d.ndim != ndim or d.dtype.kind not in "fiu":
+        want = "[N, N] image" if ndim == 2 else "[slices, N, N] volume (the reconstruction figure draws 2D images)"
+        raise SchemaError(f"{path}: {name} is {d.dtype} {list(d.shape)}, expected a numeric {want}")
     return d
 
 
@@ -121,18 +122,19 @@ def _metric(f: h5py.File, name: str):
     return np.atleast_1d(np.asarray(f[name][()], dtype=np.float64))
 
 
-def read_image(path) -> ReconImage:
+def read_image(path, ndim: int = 2) -> ReconImage:
     """Checks a pnp_recon file and reads what the reconstruction figure needs but the images:
-    a file of another program, or without a numeric 2D /reconstruction, is a SchemaError."""
+    a file of another program, or without a numeric /reconstruction of `ndim` dimensions (2:
+    an image, 3: a volume), is a SchemaError."""
     path = Path(path)
     f, attrs = _open_checked(path, "pnp_recon", schema.RECON_ROOT_ATTRS)
     with f:
         if "reconstruction" not in f:
             raise SchemaError(f"{path}: missing dataset '/reconstruction' (see docs/output_schema.md)")
-        rec = _image_dataset(f, "reconstruction", path)
+        rec = _image_dataset(f, "reconstruction", path, ndim)
         has_gt = "ground_truth" in f
         if has_gt:
-            gt = _image_dataset(f, "ground_truth", path)
+            gt = _image_dataset(f, "ground_truth", path, ndim)
             if gt.shape != rec.shape:
                 raise SchemaError(f"{path}: /ground_truth is {list(gt.shape)} but /reconstruction "
                                   f"is {list(rec.shape)}")

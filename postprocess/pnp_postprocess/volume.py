@@ -11,27 +11,17 @@ axial one reads one chunk; the other two read each slice's chunk once, never the
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Iterable
 
 import h5py
 import numpy as np
 from matplotlib.figure import Figure
 
-from . import schema
-from .images import DPI, ERROR_CMAP, ERROR_PERCENTILE, GREY, ReconImage, config_precision, last_finite
-from .io import SchemaError, _open_checked
+from .images import DPI, ERROR_CMAP, ERROR_PERCENTILE, GREY, ReconImage, last_finite, read_image
+from .io import SchemaError
 
 VIEWS = ("axial", "coronal", "sagittal")
 PANEL_IN = 3.6
-
-
-def _volume_dataset(f: h5py.File, name: str, path) -> h5py.Dataset:
-    d = f[name]
-    if not isinstance(d, h5py.Dataset) or d.ndim != 3 or d.dtype.kind not in "fiu":
-        raise SchemaError(f"{path}: {name} is not a numeric [slices, N, N] volume "
-                          f"({getattr(d, 'shape', 'a group')}); the reconstruction figure draws 2D images")
-    return d
 
 
 def is_volume(path) -> bool:
@@ -47,21 +37,7 @@ def is_volume(path) -> bool:
 def read_volume(path) -> ReconImage:
     """Checks a pnp_recon volume file and reads what the figure needs but the data (its shape
     is (slices, rows, cols)); a 2D file, or another program's, is a SchemaError."""
-    path = Path(path)
-    f, attrs = _open_checked(path, "pnp_recon", schema.RECON_ROOT_ATTRS)
-    with f:
-        if "reconstruction" not in f:
-            raise SchemaError(f"{path}: missing dataset '/reconstruction' (see docs/output_schema.md)")
-        rec = _volume_dataset(f, "reconstruction", path)
-        has_gt = "ground_truth" in f
-        if has_gt and _volume_dataset(f, "ground_truth", path).shape != rec.shape:
-            raise SchemaError(f"{path}: /ground_truth is {list(f['ground_truth'].shape)} but /reconstruction "
-                              f"is {list(rec.shape)}")
-        metric = {k: np.atleast_1d(np.asarray(f[k][()], np.float64)) if k in f else None
-                  for k in ("/metrics/psnr", "/metrics/ssim")}
-        return ReconImage(path=path, attrs=attrs, shape=tuple(int(s) for s in rec.shape), has_ground_truth=has_gt,
-                          psnr=metric["/metrics/psnr"], ssim=metric["/metrics/ssim"],
-                          precision=config_precision(attrs.get("config")))
+    return read_image(path, ndim=3)
 
 
 def read_volumes(paths: Iterable) -> list[ReconImage]:
