@@ -36,7 +36,12 @@ struct SlabSplit {
   int64_t slices = 0;  // 0: one 2D image
   int plane_ranks = 1;
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [z0, z1) of each slab (2D: {0, 1})
+  // A 3D denoiser's z-halo: each slab extended by `halo` slices on both sides, clipped to the
+  // volume, its start rounded down and its end up (clipped) to multiples of `align`, so that the
+  // network sees the whole volume's sampling grid (as Decomposition's extended boxes in-plane).
+  int64_t halo = 0, align = 1;
   bool volume() const { return slices > 0; }
+  std::pair<int64_t, int64_t> ext(int rank) const;  // the extended slab of rank's slab
   int slab(int rank) const { return rank / plane_ranks; }
   int plane_rank(int rank) const { return rank % plane_ranks; }
   std::pair<int64_t, int64_t> range(int rank) const { return ranges.at(static_cast<size_t>(slab(rank))); }

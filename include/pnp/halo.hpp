@@ -55,4 +55,29 @@ class HaloPlan {
   int64_t bytes_sent_ = 0;
 };
 
+// A volume's z-halo (a 3D denoiser's): rank comm.rank()'s extended slab `z.ext(rank)` filled from
+// the slabs of the ranks that own its halo slices, one message per pair of ranks whose extended
+// and owned slabs overlap (a slab thinner than the halo draws on several). `comm` holds every
+// rank, one per slab (plane_ranks = 1). `plane` is the tensor's trailing shape (rows, cols).
+class ZHaloPlan {
+ public:
+  ZHaloPlan(Communicator& comm, const SlabSplit& z, at::TensorOptions opts, std::vector<int64_t> plane);
+  ZHaloPlan(const ZHaloPlan&) = delete;
+  ZHaloPlan& operator=(const ZHaloPlan&) = delete;
+  // ext: [ext slices, plane...] with the owned slices current; the halo slices are written.
+  void exchange(at::Tensor& ext);
+  int64_t bytes_sent() const { return bytes_sent_; }  // per exchange, by this rank
+
+ private:
+  struct Piece {
+    int64_t z0, count;  // slices, global
+    Communicator::Message msg;
+  };
+  Communicator& comm_;
+  int64_t e0_ = 0;  // the first slice of this rank's extended slab
+  std::vector<Piece> sends_, recvs_;
+  std::vector<Communicator::Message> send_msgs_, recv_msgs_;
+  int64_t bytes_sent_ = 0;
+};
+
 }  // namespace pnp

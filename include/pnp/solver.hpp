@@ -235,6 +235,7 @@ struct MemoryContext {
   bool truth = true;                  // a ground truth: the quality monitor's boxes are allocated
   bool cuda = true;                   // the device (the eager executor's workspaces differ)
   int64_t slices = 1;                 // a volume's slab on this rank (1: one image)
+  int64_t depth = 0;                  // a 3D denoiser's slices per call: the z-extended slab (0: 2D)
   // A volume without denoiser.memory_limit_gb: its denoiser batch fits this many bytes (the
   // device's memory); 0 = the whole slab in one call.
   double capacity = 0;

@@ -29,10 +29,10 @@ void validate(const Config& c, const std::string& source) {
     throw InputError(source + ": denoiser.patch_overlap must be less than half of denoiser.patch_size");
   // The solver reconstructs 2D single-channel CT images: other denoisers would fail inside the
   // loop, so they are refused here (they run in pnp_denoise and pnp_bench).
-  if (c.denoiser.dim != 2)
+  if (c.denoiser.dim != 2 && c.problem.slices == 0 && c.problem.sinogram.empty())
     throw InputError(source + ": denoiser.dim = " + std::to_string(c.denoiser.dim) +
-                     ": pnp_recon denoises images and volumes slice by slice, so the denoiser must be 2D (3D "
-                     "denoisers run in pnp_denoise and pnp_bench)");
+                     ": a 3D denoiser needs a volume (problem.slices > 0, or a 3D problem.sinogram); one image "
+                     "takes a 2D one");
   if (c.problem.slices > 0 && c.problem.sinogram.empty() && c.problem.phantom != "shepp_logan")
     throw InputError(source + ": problem.slices needs problem.phantom = \"shepp_logan\" (pnp's 3D Shepp-Logan), got \"" +
                      c.problem.phantom + "\"");

@@ -67,12 +67,22 @@ SlabSplit plan_slabs(int64_t slices, int ranks, int plane_ranks) {
   return z;
 }
 
+std::pair<int64_t, int64_t> SlabSplit::ext(int rank) const {
+  const auto [z0, z1] = range(rank);
+  if (halo == 0) return {z0, z1};
+  const int64_t a = std::max<int64_t>(align, 1);
+  const int64_t e0 = std::max<int64_t>(z0 - halo, 0) / a * a;
+  const int64_t e1 = std::min(slices, (std::min(slices, z1 + halo) + a - 1) / a * a);
+  return {e0, e1};
+}
+
 std::string Decomposition::describe() const {
   std::ostringstream os;
   if (z.volume()) {
     os << z.ranges.size() << " slab(s) of the " << z.slices << " slices, " << z.plane_ranks << " rank(s) per slab:";
     for (size_t s = 0; s < z.ranges.size(); ++s)
       os << (s ? "," : "") << " slices [" << z.ranges[s].first << ", " << z.ranges[s].second << ")";
+    if (z.halo > 0) os << "; z-halo " << z.halo << " slices (alignment " << z.align << ")";
     os << "\n  each slab's plane: ";
   }
   os << kind << " " << grid_rows << " x " << grid_cols << " of a " << n << " x " << n << " image, halo " << halo

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
+#include <utility>
 
 #include "checkpoint.hpp"
 #include "pnp/device.hpp"
@@ -146,7 +148,9 @@ void restore_record(const Checkpoint& c, int rank, int ranks, const std::vector<
 
 // Buffers, allocated once: z (extended tile), partial and full sinograms, the gradient (a
 // volume's with its slab's slices in front).
-void allocate_buffers(LoopState& s, const TilePlan& me, const Problem& prob, at::TensorOptions opts) {
+// A 3D denoiser's z_ext holds `z_ext` slices, the slab's own from `z_before` on.
+void allocate_buffers(LoopState& s, const TilePlan& me, const Problem& prob, at::TensorOptions opts, int64_t z_before,
+                      int64_t z_ext) {
   const Box& own = me.own;
   const std::vector<int64_t> lead = prob.volume() ? std::vector<int64_t>{prob.y.size(0)} : std::vector<int64_t>{};
   auto shape = [&](int64_t a, int64_t b) {
@@ -155,7 +159,9 @@ void allocate_buffers(LoopState& s, const TilePlan& me, const Problem& prob, at:
     return v;
   };
   s.z_ext = at::empty(shape(me.ext.rows(), me.ext.cols()), opts);
+  if (prob.volume() && z_ext != prob.y.size(0)) s.z_ext = at::empty({z_ext, me.ext.rows(), me.ext.cols()}, opts);
   s.z_own = s.z_ext.narrow(-2, own.r0 - me.ext.r0, own.rows()).narrow(-1, own.c0 - me.ext.c0, own.cols());
+  if (prob.volume()) s.z_own = s.z_own.narrow(0, z_before, prob.y.size(0));
   s.p = at::empty(shape(prob.geom.n_angles(), prob.geom.n_det), opts);
   s.g = at::empty(shape(own.rows(), own.cols()), opts);
 }
@@ -237,10 +243,14 @@ class PnpLoop {
   const double setup_seconds_;
   const std::string segment_start_;
 
+  // What the loop's communication has sent: the plane's (sinograms, halos) and, for a volume,
+  // the world's (a 3D denoiser's z-halo).
+  int64_t loop_bytes() const { return p_.plane.bytes_sent() + (&p_.plane != &p_.comm ? p_.comm.bytes_sent() : 0); }
+
   // Iteration `it`: the step, its metrics, progress and checkpoint; false when the loop ends.
   bool iterate(int64_t it) {
     const auto t_it = Clock::now();
-    const int64_t bytes_it = p_.plane.bytes_sent();
+    const int64_t bytes_it = loop_bytes();
     Watchdog::beat("an iteration");
     p_.denoise.set_sigma(rec_.sigma[static_cast<size_t>(it)]);
     p_.timer.begin_iteration(it);
@@ -249,7 +259,7 @@ class PnpLoop {
     p_.runner.run(k);
     p_.timer.end_iteration();
     rec_.bytes_per_iteration[static_cast<size_t>(it)] =
-        static_cast<double>(replay ? p_.runner.capture_bytes() : p_.plane.bytes_sent() - bytes_it);
+        static_cast<double>(replay ? p_.runner.capture_bytes() : loop_bytes() - bytes_it);
 
     const int64_t every = cfg_.solver.metrics_every;
     const bool metrics = every > 0 && ((it + 1) % every == 0 || it + 1 == iters_);
@@ -408,7 +418,10 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   }
   CallTimer(device).sync();  // the image is made on the device: its time, not its launch
   rec.setup.emplace_back("initial_image", since(t_init));
-  allocate_buffers(s, me, prob, opts);
+  // A 3D denoiser: the slab's z-halo (the slices of the neighbouring slabs it needs).
+  const bool z3 = prob.volume() && den.graph.dim == 3;
+  const auto [e0, e1] = z3 ? d.z.ext(rank) : std::pair<int64_t, int64_t>{prob.z0, prob.z0 + (prob.volume() ? prob.y.size(0) : 1)};
+  allocate_buffers(s, me, prob, opts, prob.z0 - e0, e1 - e0);
   QualityMonitor quality(prob, d, plane, comm, opts);
 
   PhaseTimer timer(device, timer_slots(), iters);
@@ -421,6 +434,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
     mctx.angles = prob.geom.n_angles(), mctx.detectors = prob.geom.n_det, mctx.truth = prob.has_truth();
     mctx.cuda = device.is_cuda();
     mctx.slices = prob.volume() ? prob.y.size(0) : 1;
+    if (z3) mctx.depth = e1 - e0;
     rec.memory = plan_memory(cfg, den.graph, me, mctx);
   }
   if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
@@ -428,7 +442,9 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   const std::vector<int64_t> lead = prob.volume() ? std::vector<int64_t>{prob.y.size(0)} : std::vector<int64_t>{};
   HaloPlan halo(plane, d, opts, lead);
   GradientRegion gradient(prob, own, plane, s, rec.step);
-  DenoiseRegion denoise(me, halo, den, s, denoise_settings(cfg, rec, start));
+  std::unique_ptr<ZHaloPlan> zhalo;
+  if (z3) zhalo = std::make_unique<ZHaloPlan>(comm, d.z, opts, std::vector<int64_t>{me.ext.rows(), me.ext.cols()});
+  DenoiseRegion denoise(me, halo, den, s, denoise_settings(cfg, rec, start), zhalo.get(), prob.z0 - e0);
   StepRunner runner(cfg.compile.mode, cfg.compile.cuda_graphs, device, plane, gradient, denoise, timer);
   rec.setup_peak_bytes = device_peak_bytes(device);  // the timer's first phase resets it
   const PnpLoop::Parts parts{cfg, d, comm, plane, prob, den, device, resume, rec, series, s, quality, timer, denoise, runner};

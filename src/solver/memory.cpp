@@ -122,7 +122,7 @@ class Estimator {
   const roofline::ActivationMemory& walk(int64_t b, int64_t h, int64_t w);
   const nn::Graph& g_;
   Box ext_;
-  int64_t channels_ = 1, eb_ = 4, align_ = 1, slices_ = 1;
+  int64_t channels_ = 1, eb_ = 4, align_ = 1, slices_ = 1, depth_ = 0;
   bool eager_ = true, cuda_ = true;
   double ext_px_ = 0, physics_ = 0, setup_ = 0, metrics_strips_ = 0;
   MemoryPlan base_;
@@ -130,7 +130,7 @@ class Estimator {
 };
 
 Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx)
-    : g_(g), ext_(tile.ext), slices_(std::max<int64_t>(ctx.slices, 1)), cuda_(ctx.cuda) {
+    : g_(g), ext_(tile.ext), slices_(std::max<int64_t>(ctx.slices, 1)), depth_(ctx.depth), cuda_(ctx.cuda) {
   const auto& dc = cfg.denoiser;
   const Box& own = tile.own;
   channels_ = dc.channels;
@@ -144,7 +144,8 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   // x, gradient, truth, extended z; data, projection; and the small tensors (angles, scalars,
   // index maps, the allocator's rounding): kSmallBytes
   const double S = static_cast<double>(slices_);
-  base_.solver = 4.0 * S * (3 * own_px + ext_px_ + 2 * sino) + kSmallBytes;
+  // (a 3D denoiser's extended z holds its z-halo's slices too)
+  base_.solver = 4.0 * (S * (3 * own_px + 2 * sino) + static_cast<double>(std::max(depth_, slices_)) * ext_px_) + kSmallBytes;
   const int64_t r = metrics::SsimOptions{}.radius(), n = cfg.problem.size;
   const bool measured = cfg.solver.metrics_every > 0;  // the quality monitor's boxes exist regardless
   if (ctx.truth && !own.empty()) {
@@ -166,8 +167,10 @@ const roofline::ActivationMemory& Estimator::walk(int64_t b, int64_t h, int64_t 
   if (it == walks_.end()) {
     // the native executor runs its convolutions through ATen on the CPU, as eager does
     const auto style = eager_ || !cuda_ ? roofline::ExecutorStyle::eager : roofline::ExecutorStyle::native;
-    it = walks_.emplace(std::array<int64_t, 3>{b, h, w}, roofline::activation_memory(g_, {b, channels_, h, w}, eb_, style))
-             .first;
+    // a 3D denoiser's batch is its depth: one call on the extended slab
+    const std::vector<int64_t> shape = depth_ > 0 ? std::vector<int64_t>{1, channels_, b, h, w}
+                                                  : std::vector<int64_t>{b, channels_, h, w};
+    it = walks_.emplace(std::array<int64_t, 3>{b, h, w}, roofline::activation_memory(g_, shape, eb_, style)).first;
   }
   return it->second;
 }
@@ -175,9 +178,12 @@ const roofline::ActivationMemory& Estimator::walk(int64_t b, int64_t h, int64_t 
 MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int64_t batch) {
   MemoryPlan m = base_;
   // the slab's calls: nearly equal batches, of at most two sizes
-  m.batches = (slices_ + batch - 1) / batch;
+  m.batches = depth_ > 0 ? 1 : (slices_ + batch - 1) / batch;
   std::set<int64_t> batch_sizes;
-  for (const auto& [z0, z1] : split_range(slices_, static_cast<int>(m.batches))) batch_sizes.insert(z1 - z0);
+  if (depth_ > 0)
+    batch_sizes.insert(depth_);
+  else
+    for (const auto& [z0, z1] : split_range(slices_, static_cast<int>(m.batches))) batch_sizes.insert(z1 - z0);
   m.batch = *batch_sizes.rbegin();
   const double B = static_cast<double>(m.batch);
   m.patches = static_cast<int64_t>(tr.ranges.size() * tc.ranges.size());
@@ -192,7 +198,9 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
       const auto& a = walk(b, h, w);
       const bool kept_apart = !eager_ && cuda_;  // one set of buffers per shape, kept
       m.activations = kept_apart ? m.activations + a.peak_bytes : std::max(m.activations, a.peak_bytes);
-      if (!eager_ && !cuda_) slots += static_cast<double>(nn::native_slot_bytes(g_, {b, channels_, h, w}, eb_));
+      if (!eager_ && !cuda_)
+        slots += static_cast<double>(nn::native_slot_bytes(
+            g_, depth_ > 0 ? std::vector<int64_t>{1, channels_, b, h, w} : std::vector<int64_t>{b, channels_, h, w}, eb_));
       m.weights = a.weights_bytes;
       largest = std::max(largest, a.largest_bytes);
       conv_temp = std::max(conv_temp, a.conv_temp_peak_bytes - a.peak_bytes);
@@ -246,7 +254,7 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
   // A volume's slab: the most slices per call that fit (whole tiles), else one at a time.
   const double room = limit > 0 ? limit : ctx.capacity;
   int64_t batch = est.slices();
-  if (batch > 1 && room > 0) {
+  if (batch > 1 && room > 0 && ctx.depth == 0) {
     const AxisTiling r = est.rows(dc.patch_size), c = est.cols(dc.patch_size);
     int64_t lo = 1, hi = batch;  // the largest batch that fits, or 1
     while (lo < hi) {
@@ -327,6 +335,7 @@ std::vector<MemoryPlan> memory_plans(const Config& cfg, const ExecutionPlan& pla
   const int ranks = static_cast<int>(d.z.ranges.size()) * d.z.plane_ranks;
   for (int r = 0; r < ranks; ++r) {
     ctx.slices = d.z.count(r);
+    if (g.dim == 3) ctx.depth = d.z.ext(r).second - d.z.ext(r).first;
     plans.push_back(plan_memory(cfg, g, d.tile_of(r), ctx));
   }
   return plans;

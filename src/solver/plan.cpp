@@ -34,12 +34,28 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
   p.halo = layer ? 0 : dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
   p.decomp = plan_decomposition(cfg.problem.size, ranks, dc.decomposition, dc.grid, p.halo, graph.alignment(), layer);
   p.decomp.z = z;
+  if (graph.dim == 3) {  // a 3D denoiser: a volume's slabs exchange a z-halo of its receptive radius
+    if (!z.volume())
+      throw InputError("denoiser.dim = 3 needs a volume (problem.slices > 0, or a 3D problem.sinogram)");
+    if (z.plane_ranks > 1)
+      throw InputError("denoiser.dim = 3 runs on whole slices: set distributed.plane_ranks = 1 (the 3D denoiser's "
+                       "in-plane tiles are not built yet)");
+    if (layer)
+      throw InputError("denoiser.dim = 3 runs with distributed.halo_mode = \"input\" (a z-halo of the receptive "
+                       "radius); the layer halo is 2D");
+    p.decomp.z.halo = dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
+    p.decomp.z.align = graph.alignment();
+  }
   p.executor = denoiser_executor(cfg);
   // The native executor captures its forward on a GPU, except where the layer halo's exchanges
   // run between its steps (they belong to the solver's capture, post and fused).
   p.executor_graph = device.is_cuda() && p.executor == DenoiserExecutor::native && executor_captures(cfg.compile) &&
                      !p.layer_exchange;
   p.region_graphs = solver_captures(cfg.compile.mode, cfg.compile.cuda_graphs, device);
+  if (p.region_graphs && p.decomp.z.halo > 0 && p.decomp.z.ranges.size() > 1)
+    throw InputError("compile.mode = \"" + to_string(cfg.compile.mode) + "\" captures the step in a CUDA graph, but a 3D "
+                     "denoiser's z-halo between slabs goes through MPI: use compile.mode = \"pre\" or "
+                     "compile.cuda_graphs = false");
   return p;
 }
 

@@ -118,7 +118,12 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
     p.graph = denoiser_graph(c.denoiser);
     p.exec = plan_execution(c, size, p.graph, p.device);
     const Box& ext = p.exec.decomp.tile_of(rank).ext;
-    nn::infer_output_shape(p.graph, {1, c.denoiser.channels, ext.rows(), ext.cols()});
+    if (p.graph.dim == 3) {  // a volume's 3D denoiser: on the z-extended slab
+      const auto [e0, e1] = p.exec.decomp.z.ext(rank);
+      nn::infer_output_shape(p.graph, {1, c.denoiser.channels, e1 - e0, ext.rows(), ext.cols()});
+    } else {
+      nn::infer_output_shape(p.graph, {1, c.denoiser.channels, ext.rows(), ext.cols()});
+    }
     p.memory = memory_plans(c, p.exec, p.graph, p.device, local_size);  // InputError on every rank when a memory limit cannot be met
     p.work = denoiser_work(c, p.exec.decomp, p.graph, p.memory);
     // A problem the machine cannot hold is refused now, with the estimate --dry-run prints.

@@ -35,9 +35,16 @@ void GradientRegion::run(PhaseTimer* timer) {
   timed(timer, slot(Phase::step), [&] { at::add_out(s_.z_own, s_.x, s_.g, -step_); });
 }
 
-DenoiseRegion::DenoiseRegion(const TilePlan& tile, HaloPlan& halo, Denoiser& den, LoopState& s, DenoiseSettings set)
-    : tile_(tile), halo_(halo), den_(den), s_(s), set_(set) {
-  z4_ = s_.z_ext.view({s_.z_ext.dim() == 3 ? s_.z_ext.size(0) : 1, 1, tile_.ext.rows(), tile_.ext.cols()});
+DenoiseRegion::DenoiseRegion(const TilePlan& tile, HaloPlan& halo, Denoiser& den, LoopState& s, DenoiseSettings set,
+                             ZHaloPlan* zhalo, int64_t z_before)
+    : tile_(tile), halo_(halo), den_(den), s_(s), set_(set), zhalo_(zhalo), z_before_(z_before) {
+  const int64_t slices = s_.z_ext.dim() == 3 ? s_.z_ext.size(0) : 1;
+  if (zhalo_) {  // one 3D call on the z-extended slab
+    z4_ = s_.z_ext.view({1, 1, slices, tile_.ext.rows(), tile_.ext.cols()});
+    batches_.emplace_back(0, s_.x.size(0));
+    return;
+  }
+  z4_ = s_.z_ext.view({slices, 1, tile_.ext.rows(), tile_.ext.cols()});
   for (const auto& [z0, z1] : split_range(z4_.size(0), static_cast<int>(std::max<int64_t>(set_.batches, 1))))
     batches_.emplace_back(z0, z1 - z0);
 }
@@ -49,7 +56,10 @@ void DenoiseRegion::set_sigma(double sigma) {
 
 void DenoiseRegion::run(PhaseTimer* timer) {
   const Box &own = tile_.own, &ext = tile_.ext;
-  timed(timer, slot(Phase::halo_exchange), [&] { halo_.exchange(s_.z_ext); });
+  timed(timer, slot(Phase::halo_exchange), [&] {
+    halo_.exchange(s_.z_ext);
+    if (zhalo_) zhalo_->exchange(s_.z_ext);
+  });
   // x (or a batch's slices of it) from the denoised extended tile: relaxed with z, its owned part.
   auto combine = [&](const at::Tensor& dz, int64_t z0, int64_t count) {
     const at::Tensor d_own = dz.view({count, ext.rows(), ext.cols()})
@@ -66,6 +76,11 @@ void DenoiseRegion::run(PhaseTimer* timer) {
     }
   };
   auto denoise = [&](int64_t z0, int64_t count) {
+    if (zhalo_)  // the whole extended slab, its own slices kept
+      return nn::denoise_patched(*den_.executor, z4_, set_.sigma, std::vector<int64_t>{0, set_.patch_rows, set_.patch_cols},
+                                 set_.overlap)
+          .view({z4_.size(2), ext.rows(), ext.cols()})
+          .narrow(0, z_before_, count);
     return nn::denoise_patched(*den_.executor, z4_.narrow(0, z0, count), set_.sigma, {set_.patch_rows, set_.patch_cols},
                                set_.overlap);
   };

@@ -28,6 +28,7 @@ inline constexpr int kGradientRegionSlot = kPhaseCount, kDenoiseRegionSlot = kPh
 
 // The loop's state on one rank, allocated once: the iterate and every buffer a phase writes.
 // A volume's slab puts its slices in front of each: [slices, own], [slices, K, D].
+// A 3D denoiser's z_ext holds its z-halo slices too (z_own is the slab's part).
 struct LoopState {
   at::Tensor x;      // [own] the iterate
   at::Tensor z_ext;  // [ext] z with its halo
@@ -63,7 +64,10 @@ struct DenoiseSettings {
 
 class DenoiseRegion {
  public:
-  DenoiseRegion(const TilePlan& tile, HaloPlan& halo, Denoiser& den, LoopState& s, DenoiseSettings set);
+  // zhalo: a 3D denoiser's z-halo (null: a 2D denoiser); z_before: the halo slices ahead of the
+  // slab's own in z_ext.
+  DenoiseRegion(const TilePlan& tile, HaloPlan& halo, Denoiser& den, LoopState& s, DenoiseSettings set,
+                ZHaloPlan* zhalo = nullptr, int64_t z_before = 0);
   void run(PhaseTimer* timer);
   // The sigma of the next run (called outside any captured graph: a replay reads it from the
   // executor's device buffer).
@@ -75,7 +79,9 @@ class DenoiseRegion {
   Denoiser& den_;
   LoopState& s_;
   DenoiseSettings set_;
-  at::Tensor z4_;  // z_ext as [1, 1, rows, cols] (a volume's slab: [slices, 1, rows, cols])
+  ZHaloPlan* zhalo_ = nullptr;
+  int64_t z_before_ = 0;
+  at::Tensor z4_;  // z_ext as [1, 1, rows, cols] (a volume's slab: [slices, 1, rows, cols]; 3D: [1, 1, slices, ...])
   std::vector<std::pair<int64_t, int64_t>> batches_;  // (first slice, slices) of each denoiser call
 };
 

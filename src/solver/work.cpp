@@ -13,6 +13,22 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
                                         const std::vector<MemoryPlan>& memory) {
   const int ranks = static_cast<int>(d.tiles.size());
   const int64_t c = cfg.denoiser.channels;
+  if (whole.dim == 3) {  // a volume's 3D denoiser: one call per rank on its z-extended slab
+    const int world = static_cast<int>(d.z.ranges.size()) * d.z.plane_ranks;
+    const double total = roofline::count(whole, {1, c, d.z.slices, d.n, d.n}).flops;
+    std::vector<DenoiserWork> out;
+    for (int r = 0; r < world; ++r) {
+      const Box& e = d.tile_of(r).ext;
+      const auto [e0, e1] = d.z.ext(r);
+      DenoiserWork w;
+      w.ideal = total / world;
+      w.flops = roofline::count(whole, {1, c, e1 - e0, e.rows(), e.cols()}).flops;
+      w.exchange_bytes = (e1 - e0 - d.z.count(r)) * d.n * d.n * 4 * c;  // the z-halo received, as much sent
+      w.exchanges = e1 - e0 > d.z.count(r) ? 1 : 0;
+      out.push_back(w);
+    }
+    return out;
+  }
   const double total = roofline::count(whole, {1, c, d.n, d.n}).flops;
   const int64_t eb = cfg.denoiser.precision == "bf16" ? 2 : 4;
   // One call on plane tile r (a slice's), its patches those of `m` (null: whole).
