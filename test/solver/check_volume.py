@@ -9,6 +9,8 @@
     the reader clips at);
   - checkpoint/resume of a volume on 2 ranks (output.stop_after) is bit for bit the uninterrupted run;
   - the output is chunked by slice and compressed, with /decomposition/slabs;
+  - a 3D denoiser's z-halo run on 2-4 ranks equals the whole volume on one (DnCNN, UNet, DRUNet),
+    and a z-halo too small does not;
   - a damaged volume (a truth of the wrong shape, 4D data, a problem.slices that disagrees with
     the file) is exit 2 with one error line, before any iteration.
   check_volume.py MPIEXEC... -- PNP_RECON PNP_PHANTOM DEMO.toml"""
@@ -133,7 +135,26 @@ if one is not None:
         if f["/ground_truth"].shape != (S, N, N):
             failures.append(f"ground truth: {f['/ground_truth'].shape}")
 
-# 7. damaged volumes: exit 2 with one error line, before any iteration
+# 7. a 3D denoiser (seeded, small): the z-halo run on 2, 3 and 4 ranks equals the whole volume on
+#    one, for DnCNN, UNet (one downsampling) and DRUNet (three: 12 slices are not a multiple of 8,
+#    so the extended slabs must lie on the network's grid); a z-halo too small (1) must differ
+three_d = ["problem.slices=12", "problem.size=32", "denoiser.dim=3", "denoiser.weights=''"]
+nets = {"dncnn": ["denoiser.architecture='dncnn'", "denoiser.blocks=4", "denoiser.features=[16]"],
+        "unet": ["denoiser.architecture='unet'", "denoiser.features=[8,16]"],
+        "drunet": ["denoiser.architecture='drunet'", "denoiser.features=[8,16,16,16]", "denoiser.blocks=1"]}
+for net, sets in nets.items():
+    whole3 = image(f"{net}3d_np1", 1, three_d + sets)
+    for ranks in (2, 4) if net == "dncnn" else (3,):
+        agree(f"{net} 3D, z-halo on {ranks} ranks vs the whole volume", whole3,
+              image(f"{net}3d_np{ranks}", ranks, three_d + sets), 1e-6)
+    if net == "dncnn" and whole3 is not None:
+        short = image("dncnn3d_halo1", 4, three_d + sets + ["distributed.halo=1"])
+        rel = float(np.linalg.norm(short - whole3) / np.linalg.norm(whole3)) if short is not None else 0.0
+        print(f"dncnn 3D, z-halo 1 (short of the receptive radius): relative L2 {rel:.3e}")
+        if not rel > 1e-3:
+            failures.append(f"a z-halo of 1 slice gave the whole volume's result ({rel:.3e}): the check cannot fail")
+
+# 8. damaged volumes: exit 2 with one error line, before any iteration
 bad_truth = os.path.join(work, "bad_truth.h5")
 shutil.copy(vfile, bad_truth)
 with h5py.File(bad_truth, "a") as f:
