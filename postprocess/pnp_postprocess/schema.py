@@ -48,6 +48,8 @@ RECON_DATASETS = {
     "/memory/metrics_peak_bytes": ("B", False),
     "/memory/patch_shape": ("px", False),
     "/memory/patches": ("1", False),
+    "/memory/batch": ("slice", False),  # volumes
+    "/memory/batches": ("1", False),
     "/communication/bytes_per_iteration": ("B", False),
     "/communication/bytes": ("B", False),
     "/metrics/psnr": ("dB", True),
@@ -56,6 +58,7 @@ RECON_DATASETS = {
     "/metrics/sigma": ("1", False),
     "/provenance/segments": ("1", False),
     "/decomposition/boxes": ("px", True),
+    "/decomposition/slabs": ("slice", False),  # volumes
     "/decomposition/halo": ("px", True),
     "/decomposition/denoiser_flops": ("FLOP", False),
     "/decomposition/redundancy": ("1", False),
