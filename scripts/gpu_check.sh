@@ -22,7 +22,9 @@
 #     iteration: patched, its peak <= the budget, its estimate >= the peak and within 10 % of it
 #     (test/gpu/check_budget.py); and a budget below the smallest that would do is exit 2 before
 #     any work, with the smallest budget named;
-#  6. (hopper pass only) the sm_80 build: the CUDA libraries configured and compiled for compute
+#  6. a volume (6 slices of 512²): the native backend, the slab's slices batched, equal to eager,
+#     non-blank, its memory plan bounding the peak (test/gpu/check_volume_gpu.py);
+#  7. (hopper pass only) the sm_80 build: the CUDA libraries configured and compiled for compute
 #     capability 8.0 (build/gpu_sm80), so the A100's build stays a tested target.
 # The build: scripts/device_build.sh when .deps/ holds the carried packages (the device tool's
 # machine), else cmake with PNP_WITH_CUDA=ON into build/gpu. Logs and outputs go to --out
@@ -145,7 +147,18 @@ tail -2 "$work/budget.log" | tee -a "$log"
 [ $rc -eq 2 ] && [ $rc2 -eq 0 ]
 result "memory budget: 1 GB at 8192² is exit 2 before any work, naming the smallest budget (exit $rc)" $?
 
-# 6. the sm_80 build (the portable pass has the same sources: once is enough)
+# 6. a volume: 6 slices of 512² in z-slabs, the native backend with the slab's slices batched (pre)
+#    against eager (none), TF32 off: equal to 1e-5, non-blank, the memory plan bounding the peak
+for m in pre none; do
+  recon "volume_$m" --set problem.size=512 --set problem.slices=6 --set compile.mode="\"$m\"" \
+    --set solver.iterations=2 --set solver.metrics_every=1 "${strict[@]}"
+done
+$py test/gpu/check_volume_gpu.py "$work/volume_pre.h5" "$work/volume_none.h5" >"$work/volume.log" 2>&1
+rc=$?
+tee -a "$log" <"$work/volume.log"
+result "volume: 6 x 512², native (batched slices) equals eager, the memory plan bounds the peak" $rc
+
+# 7. the sm_80 build (the portable pass has the same sources: once is enough)
 if [ "$label" = hopper ]; then
   t=$(date +%s)
   if ls .deps/*.deb >/dev/null 2>&1; then
