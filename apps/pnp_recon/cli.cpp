@@ -20,6 +20,9 @@ const char* kUsage =
     "\n"
     "Distributed plug-and-play CT reconstruction: every MPI rank owns one tile of the image\n"
     "and runs  z = x - gamma A^T(Ax - y),  x = clamp(D(z, sigma))  with a neural denoiser D.\n"
+    "A volume (problem.slices, or a 3D DXchange problem.sinogram) is split into z-slabs of whole\n"
+    "slices, one per rank (distributed.plane_ranks ranks per slab split its plane into tiles),\n"
+    "denoised slice by slice in batches, or by a 3D denoiser (denoiser.dim = 3) with a z-halo.\n"
     "Writes an HDF5 file with the reconstruction, per-phase timings [iterations x ranks],\n"
     "metrics, the decomposition and full provenance (docs/output_schema.md).\n";
 }  // namespace
