@@ -95,3 +95,38 @@ TEST_CASE("bad plans are input errors") {
   CHECK_THROWS_AS(plan_decomposition(4, 8, "slabs", {}, 0), InputError);
   CHECK_THROWS_AS(plan_decomposition(16, 2, "cubes", {}, 0), InputError);
 }
+
+TEST_CASE("a volume's slabs: ranks per plane, ranges, z-halo on the network's grid") {
+  const SlabSplit one = plan_slabs(0, 4, 1);  // one image: every rank in the one plane
+  CHECK(!one.volume());
+  CHECK(one.plane_ranks == 4);
+  CHECK(one.slab(3) == 0);
+  CHECK(one.plane_rank(3) == 3);
+
+  const SlabSplit v = plan_slabs(10, 6, 2);  // 3 slabs of 4, 3, 3 slices, 2 ranks each
+  REQUIRE(v.ranges.size() == 3);
+  CHECK(v.range(0) == std::make_pair<int64_t, int64_t>(0, 4));
+  CHECK(v.range(1) == v.range(0));
+  CHECK(v.range(2) == std::make_pair<int64_t, int64_t>(4, 7));
+  CHECK(v.range(5) == std::make_pair<int64_t, int64_t>(7, 10));
+  CHECK(v.plane_rank(5) == 1);
+  CHECK(v.count(4) == 3);
+  CHECK(v.ext(2) == v.range(2));  // no halo: the slab itself
+
+  SlabSplit h = plan_slabs(20, 5, 1);  // slabs of 4: [0,4) [4,8) [8,12) [12,16) [16,20)
+  h.halo = 5, h.align = 8;             // a network that downsamples by 8
+  CHECK(h.ext(0) == std::make_pair<int64_t, int64_t>(0, 16));   // 4 + 5 = 9 rounded up to 16
+  CHECK(h.ext(2) == std::make_pair<int64_t, int64_t>(0, 20));   // 8 - 5 = 3 down to 0; 17 up to 24, clipped
+  CHECK(h.ext(4) == std::make_pair<int64_t, int64_t>(8, 20));   // 16 - 5 = 11 down to 8
+  for (int r = 0; r < 5; ++r) {  // every extended slab holds its own and starts on the grid
+    CHECK(h.ext(r).first <= h.range(r).first);
+    CHECK(h.ext(r).second >= h.range(r).second);
+    CHECK(h.ext(r).first % 8 == 0);
+  }
+}
+
+TEST_CASE("bad slab splits are input errors") {
+  CHECK_THROWS_WITH_AS(plan_slabs(10, 6, 4), doctest::Contains("does not divide the 6 ranks"), InputError);
+  CHECK_THROWS_WITH_AS(plan_slabs(2, 3, 1), doctest::Contains("cannot split 2 slice(s) into 3 slabs"), InputError);
+  CHECK_THROWS_WITH_AS(plan_slabs(0, 4, 2), doctest::Contains("a 2D image's ranks all share its plane"), InputError);
+}
