@@ -155,6 +155,11 @@ int main(int argc, char** argv) {
   const Decomposition& decomp = run->decomposition();
   if (rank == 0 && !run->problem().angles_warning.empty())
     std::fprintf(stderr, "warning: %s\n", error_line(run->problem().angles_warning).c_str());
+  if (rank == 0 && (run->problem().clipped > 0 || run->problem().dead_bins > 0))
+    std::fprintf(stderr,
+                 "warning: %s: %lld transmission(s) below 1e-6 clipped there (line integrals capped at 13.8) and %lld "
+                 "dead detector bin(s) (flat <= dark) set to 0 while normalising the counts\n",
+                 cfg.problem.sinogram.c_str(), (long long)run->problem().clipped, (long long)run->problem().dead_bins);
   if (rank == 0 && cfg.output.progress) {
     const std::string slices = decomp.z.volume() ? std::to_string(decomp.z.slices) + " slices of " : "";
     std::printf("pnp_recon: %s%lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",

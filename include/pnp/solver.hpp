@@ -78,6 +78,9 @@ struct Problem {
                               // cols]), undefined if none
   double truth_min = 0, truth_max = 0;  // over the whole image (volume)
   int64_t slices = 0, z0 = 0;  // a volume's slices in all, and the first of this rank's slab
+  // A volume of raw counts: transmissions clipped at 1e-6 and dead detector bins (flat <= dark)
+  // set to 0 while normalising (io::read_volume_slab), over the whole volume after set-up.
+  int64_t clipped = 0, dead_bins = 0;
   bool volume() const { return slices > 0; }
   bool has_truth() const { return truth_own.defined(); }
   // Where the angles come from ("read from ...", "simulated: ...", "assumed: ..."); assumed when

@@ -213,6 +213,7 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
                        human_bytes(bytes) + " to read, more than this host's " + human_bytes(host_memory_bytes()) +
                        ": use more ranks");
     io::SlabSinograms sl = io::read_volume_slab(p.sinogram, paths, sh, z0, z1);
+    prob.clipped = sl.clipped, prob.dead_bins = sl.dead_bins;
     prob.y = from_vector(std::move(sl.sinograms.data), {slab, sh.angles(), sh.detector()}).to(device);
     if (sh.has_theta) {
       io::H5File f = io::H5File::open(p.sinogram);
@@ -236,6 +237,10 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
   prob.geom.validate();
   // the range over the whole volume (every rank has a truth or none: the same file)
   if (prob.has_truth()) std::tie(prob.truth_min, prob.truth_max) = global_range(prob.truth_own, world);
+  if (world && plane) {  // the whole volume's counts (each plane's ranks read the same slab)
+    prob.clipped = static_cast<int64_t>(world->sum(double(prob.clipped)) / plane->size());
+    prob.dead_bins = static_cast<int64_t>(world->sum(double(prob.dead_bins)) / plane->size());
+  }
   return prob;
 }
 
