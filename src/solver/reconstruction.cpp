@@ -130,6 +130,18 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
     const MemoryPlan& m = p.memory[static_cast<size_t>(rank)];
     const double avail = p.device.is_cuda() ? static_cast<double>(device_total_bytes(p.device))
                                             : host_memory_bytes() / std::max(1, local_size);
+    // A volume is gathered on rank 0 for the output and each checkpoint (with its truth): refused
+    // now when that host cannot hold it.
+    const SlabSplit& z = p.exec.decomp.z;
+    if (z.volume() && rank == 0) {
+      const double volume = 4.0 * double(z.slices) * double(c.problem.size) * double(c.problem.size);
+      const double host = host_memory_bytes() / std::max(1, local_size);
+      if (host > 0 && 2 * volume > host)
+        throw InputError("the output gathers the " + std::to_string(z.slices) + " x " + std::to_string(c.problem.size) +
+                         "² volume and its truth on rank 0: " + human_bytes(2 * volume) + ", more than its " +
+                         human_bytes(host) + " of host memory; run fewer ranks on rank 0's node, or split the volume "
+                         "into several runs of fewer slices");
+    }
     if (avail > 0 && m.total() > avail)
       throw InputError("rank " + std::to_string(rank) + " needs " + m.describe() + ", more than the " + human_bytes(avail) +
                        (p.device.is_cuda() ? " of " + device_name(p.device) : std::string(" of host memory per rank")) +

@@ -12,7 +12,8 @@
   - a 3D denoiser's z-halo run on 2-4 ranks equals the whole volume on one (DnCNN, UNet, DRUNet),
     and a z-halo too small does not;
   - a damaged volume (a truth of the wrong shape, 4D data, a problem.slices that disagrees with
-    the file) is exit 2 with one error line, before any iteration.
+    the file), more slabs than slices, or a volume rank 0's host cannot gather for the output is
+    exit 2 with one error line, before any iteration.
   check_volume.py MPIEXEC... -- PNP_RECON PNP_PHANTOM DEMO.toml"""
 import os
 import resource
@@ -177,7 +178,8 @@ with h5py.File(bad_4d, "w") as f:
 cases = [("truth of the wrong shape", [f"problem.sinogram='{bad_truth}'"], "ground_truth"),
          ("4D data", [f"problem.sinogram='{bad_4d}'"], "exchange/data"),
          ("slices disagree", [f"problem.sinogram='{vfile}'", "problem.slices=4"], "problem.slices"),
-         ("more slabs than slices", ["problem.slices=2"], "slabs")]
+         ("more slabs than slices", ["problem.slices=2"], "slabs"),
+         ("a volume rank 0 cannot gather", ["problem.slices=4096", "problem.size=16384"], "gathers")]
 for what, sets, word in cases:
     p, out = run("bad", 3 if what == "more slabs than slices" else 2, sets)
     errors = [l for l in p.stderr.splitlines() if l.startswith("error:")]
