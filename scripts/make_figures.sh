@@ -8,7 +8,8 @@
 # - peer_sweep_h200.{png,pdf,csv}: the same over the study's whole sweep (3 networks x 6 shapes,
 #   3 channels, fp32), from docs/results/sweep_h200_*.h5;
 # - scaling_study_4096_h200.{png,pdf,csv}: the scaling model (docs/results/scaling_model_*_h200.h5);
-# - with --quality, also quality_512_cpu.{png,pdf,csv} (docs/quality.md): its two reconstructions
+# - with --quality, also quality_512_cpu.{png,pdf,csv} and volume_256_cpu.{png,pdf,csv}
+#   (docs/quality.md): their reconstructions
 #   are too large for docs/results, so they are made again on this machine's CPU first (2 ranks,
 #   $PNP_QUALITY_ITERATIONS iterations, default 40: about 10 min each on 2 cores), with
 #   $PNP_BIN/pnp_recon (default build/cpu/bin).
@@ -34,7 +35,12 @@ if [ "$quality" = 1 ]; then
   run --output "$work/results/quality_512_cpu.h5"
   run --set denoiser.architecture='"dncnn"' --set denoiser.weights='"dncnn_ct"' --set denoiser.sigma_start=0 \
     --output "$work/results/dncnn_512_cpu.h5"
+  # a volume: 8 slices of 256², dncnn_ct slice by slice, 8 iterations (about 1 min)
+  run --set problem.size=256 --set problem.slices=8 --set solver.iterations=8 --set denoiser.architecture='"dncnn"' \
+    --set denoiser.weights='"dncnn_ct"' --set denoiser.sigma_start=0 --set solver.metrics_every=2 \
+    --output "$work/results/volume_256_cpu.h5"
   out=$PWD/docs/figures
   (cd "$work" && python3 -m pnp_postprocess reconstruction results/quality_512_cpu.h5 results/dncnn_512_cpu.h5 \
     --out "$out" --name quality_512_cpu)
+  (cd "$work/results" && python3 -m pnp_postprocess volume volume_256_cpu.h5 --out "$out" --name volume_256_cpu)
 fi
