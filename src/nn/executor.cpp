@@ -226,8 +226,9 @@ namespace {
 
 class EagerExecutor final : public Executor {
  public:
-  EagerExecutor(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype, HaloExchanger* ex)
-      : g_(g), device_(device), dtype_(dtype), ex_(ex) {
+  EagerExecutor(const Graph& g, const Weights& w, at::Device device, at::ScalarType dtype, HaloExchanger* ex,
+                ConvInputHook hook = {}, std::string name = "eager")
+      : g_(g), device_(device), dtype_(dtype), ex_(ex), hook_(std::move(hook)), name_(std::move(name)) {
     require_executor_dtype("eager executor", dtype);
     check_weights(g, w, "weights");
     params_.resize(g.nodes.size());
@@ -242,7 +243,7 @@ class EagerExecutor final : public Executor {
     radius_ = nn::receptive_radius(g);
   }
 
-  std::string name() const override { return "eager"; }
+  std::string name() const override { return name_; }
   int64_t alignment() const override { return alignment_; }
   int64_t receptive_radius() const override { return radius_; }
 
@@ -272,6 +273,7 @@ class EagerExecutor final : public Executor {
         std::vector<at::Tensor> ins;
         ins.reserve(n.inputs.size());
         for (int i : n.inputs) ins.push_back(v[i]);
+        if (hook_ && (n.op == OpKind::conv || n.op == OpKind::conv_transpose)) ins[0] = hook_(n, ins[0]);
         y = apply_node(n, dim, ins, P, sigma);
       }
       v[id] = std::move(y);
@@ -286,6 +288,8 @@ class EagerExecutor final : public Executor {
   at::Device device_;
   at::ScalarType dtype_;
   HaloExchanger* ex_;
+  ConvInputHook hook_;
+  std::string name_;
   std::vector<std::vector<at::Tensor>> params_;
   std::vector<int> last_use_;
   int64_t alignment_ = 1, radius_ = 0;
@@ -296,6 +300,11 @@ class EagerExecutor final : public Executor {
 std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device,
                                      at::ScalarType dtype, HaloExchanger* exchanger) {
   return std::make_unique<EagerExecutor>(g, weights, device, dtype, exchanger);
+}
+
+std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device, at::ScalarType dtype,
+                                     HaloExchanger* exchanger, ConvInputHook conv_input, std::string name) {
+  return std::make_unique<EagerExecutor>(g, weights, device, dtype, exchanger, std::move(conv_input), std::move(name));
 }
 
 }  // namespace pnp::nn

@@ -9,6 +9,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <array>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -126,5 +127,10 @@ at::ScalarType parse_dtype(const std::string& name, const std::string& what);
 // exchanger (kept by reference; it must outlive the executor).
 std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device,
                                      at::ScalarType dtype = at::kFloat, HaloExchanger* exchanger = nullptr);
+// The same with `conv_input` applied to each conv / conv_transpose node's input before the call
+// (the FP8 emulation's activation quantiser, pnp/nn/fp8.hpp); `name` is what name() reports.
+using ConvInputHook = std::function<at::Tensor(const Node&, const at::Tensor&)>;
+std::unique_ptr<Executor> make_eager(const Graph& g, const Weights& weights, at::Device device, at::ScalarType dtype,
+                                     HaloExchanger* exchanger, ConvInputHook conv_input, std::string name);
 
 }  // namespace pnp::nn

@@ -1,0 +1,100 @@
+// The FP8 (e4m3) emulation against its float64 reference, and the emulated executor.
+#include "pnp_test.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <vector>
+
+#include "nn_test_util.hpp"
+#include "pnp/nn/fp8.hpp"
+
+using namespace pnp;
+using namespace pnp::nn;
+using pnp::nn::test::make;
+
+TEST_CASE("e4m3: the float64 reference's fixed points") {
+  CHECK(e4m3_reference(0.0) == 0.0);
+  CHECK(e4m3_reference(448.0) == 448.0);
+  CHECK(e4m3_reference(1e6) == 448.0);            // saturates
+  CHECK(e4m3_reference(-1e6) == -448.0);
+  CHECK(e4m3_reference(std::ldexp(1.0, -9)) == std::ldexp(1.0, -9));  // the smallest subnormal
+  CHECK(e4m3_reference(std::ldexp(1.0, -10)) == 0.0);                 // a tie: to even (0)
+  CHECK(e4m3_reference(std::ldexp(3.0, -10)) == std::ldexp(2.0, -9));  // 1.5 steps: to even (2 steps)
+  CHECK(e4m3_reference(1.0625) == 1.0);            // 1 + 1/16: a tie between 1 and 1.125, to even
+  CHECK(e4m3_reference(1.1) == 1.125);
+  CHECK(e4m3_reference(0.3) == 0.3125);
+  CHECK(std::isnan(e4m3_reference(std::nan(""))));
+  // every e4m3 value is its own rounding, and 1 + 2^-3 is the step above 1
+  for (int e = -6; e <= 8; ++e)
+    for (int m = 0; m < 8; ++m) {
+      const double v = std::ldexp(1.0 + m / 8.0, e);
+      if (v > 448.0) continue;
+      CHECK(e4m3_reference(v) == v);
+      CHECK(e4m3_reference(-v) == -v);
+    }
+}
+
+TEST_CASE("e4m3: ATen's float8_e4m3fn rounds as the reference, over every binade and the ties") {
+  std::vector<double> xs;
+  for (int i = -13000; i <= 13000; ++i) xs.push_back(std::copysign(std::exp2(std::fabs(i) / 1000.0 - 12.0), double(i)));
+  for (int e = -9; e <= 8; ++e)  // the midpoints between neighbours, where ties-to-even decides
+    for (int m = 0; m < 16; ++m) xs.push_back(std::ldexp(1.0 + (m + 0.5) / 16.0, e));
+  xs.insert(xs.end(), {0.0, 447.9, 448.0, 463.9, 464.0, 500.0, 1e30, -1e30});
+  const at::Tensor x = at::tensor(xs, at::kDouble);
+  const at::Tensor got = e4m3_round(x);
+  const at::Tensor got32 = e4m3_round(x.to(at::kFloat)).to(at::kDouble);
+  int64_t bad = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double want = e4m3_reference(xs[i]);
+    const double a = got[static_cast<int64_t>(i)].item<double>();
+    const double b = got32[static_cast<int64_t>(i)].item<double>();
+    // float32 input: the value was rounded to float32 first (no e4m3 tie moves by that)
+    if (a != want || b != e4m3_reference(double(float(xs[i])))) {
+      if (++bad <= 5) MESSAGE("x = " << xs[i] << ": reference " << want << ", ATen " << a << " / " << b);
+    }
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("e4m3: weights per output channel, conv and transposed") {
+  at::Tensor w = at::randn({4, 3, 3, 3}, at::TensorOptions().dtype(at::kDouble).device(at::kCPU));
+  w[2] *= 1e-3;  // a small channel keeps its own scale: its relative error stays as small
+  const at::Tensor q = quantize_weight_per_channel(w, false);
+  for (int64_t c = 0; c < 4; ++c) {
+    const double amax = w[c].abs().max().item<double>();
+    const double err = (q[c] - w[c]).abs().max().item<double>();
+    // e4m3's relative step is 2^-3: the rounding error is at most half a step of the largest binade
+    CHECK(err <= amax * std::ldexp(1.0, -4) + 1e-300);
+    CHECK(q[c].abs().max().item<double>() == doctest::Approx(amax).epsilon(1.0 / 16));
+  }
+  const at::Tensor t = at::randn({3, 5, 2, 2}, at::kDouble);  // conv_transpose: [Cin, Cout, ...]
+  const at::Tensor qt = quantize_weight_per_channel(t, true);
+  for (int64_t c = 0; c < 5; ++c) {
+    const double amax = t.select(1, c).abs().max().item<double>();
+    CHECK((qt.select(1, c) - t.select(1, c)).abs().max().item<double>() <= amax * std::ldexp(1.0, -4));
+  }
+}
+
+TEST_CASE("fp8-emulated executor: kept layers, calibration, error against float32") {
+  const Graph g = make("dncnn", 2, 1, 1, {16}, 3);
+  const Weights w = init_weights(g, 5);
+  const at::Tensor x = at::rand({1, 1, 24, 20}, at::kFloat);
+  const at::Tensor ref = make_eager(g, w, at::kCPU)->forward(x, 0.05);
+  CHECK(fp8_kept_convs(g, "none").empty());
+  CHECK(fp8_kept_convs(g, "head_tail").size() == 2);
+  CHECK_THROWS_AS(fp8_kept_convs(g, "middle"), InputError);
+  double prev = 1e9;
+  for (const char* keep : {"none", "head_tail"}) {
+    auto ex = make_fp8_emulated(g, w, at::kCPU, keep);
+    const at::Tensor a = ex->forward(x, 0.05);
+    const at::Tensor b = ex->forward(x, 0.05);  // calibrated once: the same again
+    CHECK(at::equal(a, b));
+    const double rel = ((a - ref).norm() / ref.norm()).item<double>();
+    MESSAGE(std::string(keep) << ": relative L2 error against float32 " << rel);
+    CHECK(rel > 0);      // the quantisation is applied
+    CHECK(rel < 0.2);    // and FP8's few bits are not lost
+    CHECK(rel <= prev);  // keeping layers in float32 does not make it worse here
+    prev = rel;
+  }
+}
