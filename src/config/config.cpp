@@ -39,6 +39,9 @@ void validate(const Config& c, const std::string& source) {
   if (c.problem.slices == 0 && c.problem.sinogram.empty() && c.distributed.plane_ranks != 1)
     throw InputError(source + ": distributed.plane_ranks splits the ranks of a volume (problem.slices > 0); a 2D image's "
                      "ranks all share its plane, so leave it at 1");
+  if (c.denoiser.precision == "fp8_emulated" && c.compile.mode != CompileMode::none)
+    throw InputError(source + ": denoiser.precision = \"fp8_emulated\" is the eager reference of FP8: set compile.mode = "
+                     "\"none\" (no compiled FP8 path exists yet)");
   if (c.denoiser.channels != 1)
     throw InputError(source + ": denoiser.channels = " + std::to_string(c.denoiser.channels) +
                      ": a CT image has one channel, so the denoiser must take 1");
@@ -95,7 +98,8 @@ const Schema<Config>& schema() {
       float_field<C>("denoiser", "sigma_start", PNP_MEMBER(C, denoiser.sigma_start), 0.0, 10.0, "annealed sigma (DPIR's schedule): the first iteration's noise level, falling geometrically to denoiser.sigma at the last; 0 = sigma in every iteration"),
       string_field<C>("denoiser", "weights", PNP_MEMBER(C, denoiser.weights), PathKind::file_or_name, "HDF5 weights file or shipped model name; empty = seeded random init"),
       int_field<C>("denoiser", "seed", PNP_MEMBER(C, denoiser.seed), 0, INT64_MAX, "seed of the random weight init"),
-      choice_field<C>("denoiser", "precision", PNP_MEMBER(C, denoiser.precision), {"fp32", "bf16"}, "activation and weight precision (bf16 accumulates in fp32)"),
+      choice_field<C>("denoiser", "precision", PNP_MEMBER(C, denoiser.precision), {"fp32", "bf16", "fp8_emulated"}, "activation and weight precision (bf16 accumulates in fp32); fp8_emulated: the eager reference of FP8 (e4m3 weights per output channel, activations per tensor calibrated on the first call, fp32 compute; compile.mode = \"none\"), for the quality an FP8 path would give"),
+      choice_field<C>("denoiser", "fp8_keep", PNP_MEMBER(C, denoiser.fp8_keep), {"none", "head", "tail", "head_tail"}, "precision = \"fp8_emulated\": the convolutions kept in fp32 (the first, the last, both, or none)"),
       int_field<C>("denoiser", "patch_size", PNP_MEMBER(C, denoiser.patch_size), 0, 1 << 20, "denoise in patches of this size; 0 = whole tile"),
       int_field<C>("denoiser", "patch_overlap", PNP_MEMBER(C, denoiser.patch_overlap), 0, 1 << 20, "patch overlap; 0 = receptive radius (exact)"),
       float_field<C>("denoiser", "memory_limit_gb", PNP_MEMBER(C, denoiser.memory_limit_gb), 0.0, 1e6, "per-rank device memory budget in GB (10^9 bytes), held in the CUDA allocator: the denoiser runs in the patches whose estimated total fits with the least repeated work; 0 = no limit"),

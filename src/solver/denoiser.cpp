@@ -5,6 +5,7 @@
 #include <map>
 
 #include "pnp/layer_exchange.hpp"
+#include "pnp/nn/fp8.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/nn/native.hpp"
 #include "pnp/solver.hpp"
@@ -26,7 +27,8 @@ nn::Graph denoiser_graph(const DenoiserConfig& c) {
 at::ScalarType denoiser_dtype(const DenoiserConfig& c) {
   if (c.precision == "fp32") return at::kFloat;
   if (c.precision == "bf16") return at::kBFloat16;
-  throw InputError("denoiser.precision: expected \"fp32\" or \"bf16\", got \"" + c.precision + "\"");
+  if (c.precision == "fp8_emulated") return at::kFloat;  // float32 compute on e4m3-rounded values
+  throw InputError("denoiser.precision: expected \"fp32\", \"bf16\" or \"fp8_emulated\", got \"" + c.precision + "\"");
 }
 
 std::string resolve_weights(const std::string& weights) {
@@ -114,7 +116,10 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
                                : nn::load_weights(path, whole);
   const at::ScalarType dtype = d.dtype;
   const DenoiserExecutor kind = denoiser_executor(cfg);
-  if (kind == DenoiserExecutor::eager) {
+  if (kind == DenoiserExecutor::eager && cfg.denoiser.precision == "fp8_emulated") {
+    if (exchanger) throw InputError("denoiser.precision = \"fp8_emulated\" runs with distributed.halo_mode = \"input\"");
+    d.executor = nn::make_fp8_emulated(d.graph, w, device, cfg.denoiser.fp8_keep);
+  } else if (kind == DenoiserExecutor::eager) {
     d.executor = nn::make_eager(d.graph, w, device, dtype, exchanger);
   } else if (kind == DenoiserExecutor::inductor) {
     // Mode pre: compiled at the patch / tile shape; post and fused: at the full local tile shape,

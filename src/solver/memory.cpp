@@ -123,7 +123,7 @@ class Estimator {
   const nn::Graph& g_;
   Box ext_;
   int64_t channels_ = 1, eb_ = 4, align_ = 1, slices_ = 1, depth_ = 0;
-  bool eager_ = true, cuda_ = true;
+  bool eager_ = true, cuda_ = true, fp8_ = false;
   double ext_px_ = 0, physics_ = 0, setup_ = 0, metrics_strips_ = 0;
   MemoryPlan base_;
   std::map<std::array<int64_t, 3>, roofline::ActivationMemory> walks_;
@@ -135,6 +135,7 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   const Box& own = tile.own;
   channels_ = dc.channels;
   eb_ = at::elementSize(denoiser_dtype(dc));
+  fp8_ = dc.precision == "fp8_emulated";
   // Inductor's buffer plan is its own: estimated as eager's.
   eager_ = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
   align_ = g.alignment();
@@ -216,6 +217,8 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
   double kept = 0;
   if (eager_) {
     m.workspace = cuda_ ? kEagerWorkspaceCuda * largest : conv_temp;
+    // the FP8 emulation's quantised copy of a convolution's input and its temporaries
+    if (fp8_) m.workspace += 3 * largest;
   } else if (cuda_) {
     m.workspace = kNativeWorkspace * m.activations;
     kept = m.activations;
