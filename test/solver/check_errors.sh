@@ -38,6 +38,21 @@ layer_case "layer + input halo" 'leave it at 0' 2 --set distributed.halo=8
 layer_case "layer, more ranks than 8 px blocks" 'cannot split a 12 px side into 3 tiles' 3 --set problem.size=12 \
   --set denoiser.architecture=drunet --set 'denoiser.features=[4,6,8,10]' --set denoiser.blocks=1
 
+# Volumes, 3D denoisers and the FP8 emulation refuse what they cannot do, before any work.
+refused_case() {  # name, expected message (grep -E), ranks, then --set arguments
+  local name=$1 msg=$2 n=$3; shift 3
+  "${mpirun[@]}" -n "$n" "$recon" "$small" "$@" --output "$dir/r.h5" >"$dir/out" 2>"$dir/err"; rc=$?
+  [ $rc = 2 ] || { cat "$dir/err"; fail "$name: exit code $rc, expected 2"; }
+  [ "$(grep -c -E "^error: .*$msg" "$dir/err")" = 1 ] || { cat "$dir/err"; fail "$name: expected one error line"; }
+  [ ! -e "$dir/r.h5" ] || fail "$name: left an output file"
+}
+refused_case "3D denoiser on one image" 'a 3D denoiser needs a volume' 1 --set denoiser.dim=3
+refused_case "plane_ranks on one image" 'leave it at 1' 2 --set distributed.plane_ranks=2
+refused_case "3D denoiser on tiles" 'runs on whole slices' 2 --set problem.slices=4 --set denoiser.dim=3 \
+  --set denoiser.weights="''" --set distributed.plane_ranks=2
+refused_case "fp8 emulation compiled" 'fp8_emulated. is the eager reference' 1 --set denoiser.precision=fp8_emulated \
+  --set compile.mode=pre
+
 "${mpirun[@]}" -n 2 "$recon" "$small" --output "$dir/o.h5" --set solver.iterations=100000 >"$dir/out" 2>"$dir/err" &
 pid=$!
 sleep 8
