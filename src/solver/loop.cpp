@@ -158,8 +158,9 @@ void allocate_buffers(LoopState& s, const TilePlan& me, const Problem& prob, at:
     v.insert(v.end(), {a, b});
     return v;
   };
-  s.z_ext = at::empty(shape(me.ext.rows(), me.ext.cols()), opts);
-  if (prob.volume() && z_ext != prob.y.size(0)) s.z_ext = at::empty({z_ext, me.ext.rows(), me.ext.cols()}, opts);
+  std::vector<int64_t> ext = shape(me.ext.rows(), me.ext.cols());
+  if (prob.volume()) ext[0] = z_ext;  // a 3D denoiser's z-halo slices around the slab's
+  s.z_ext = at::empty(ext, opts);
   s.z_own = s.z_ext.narrow(-2, own.r0 - me.ext.r0, own.rows()).narrow(-1, own.c0 - me.ext.c0, own.cols());
   if (prob.volume()) s.z_own = s.z_own.narrow(0, z_before, prob.y.size(0));
   s.p = at::empty(shape(prob.geom.n_angles(), prob.geom.n_det), opts);
