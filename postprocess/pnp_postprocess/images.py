@@ -144,10 +144,10 @@ def read_image(path, ndim: int = 2) -> ReconImage:
                           precision=config_precision(attrs.get("config")))
 
 
-def read_images(paths: Iterable) -> list[ReconImage]:
-    images = [read_image(p) for p in paths]
+def read_images(paths: Iterable, ndim: int = 2) -> list[ReconImage]:
+    images = [read_image(p, ndim) for p in paths]
     if not images:
-        raise SchemaError("no pnp_recon files given")
+        raise SchemaError("no pnp_recon " + ("files" if ndim == 2 else "volume files") + " given")
     return images
 
 

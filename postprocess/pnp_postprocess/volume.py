@@ -17,8 +17,7 @@ import h5py
 import numpy as np
 from matplotlib.figure import Figure
 
-from .images import DPI, ERROR_CMAP, ERROR_PERCENTILE, GREY, ReconImage, last_finite, read_image
-from .io import SchemaError
+from .images import DPI, ERROR_CMAP, ERROR_PERCENTILE, GREY, ReconImage, last_finite, read_images
 
 VIEWS = ("axial", "coronal", "sagittal")
 PANEL_IN = 3.6
@@ -34,17 +33,10 @@ def is_volume(path) -> bool:
         return False
 
 
-def read_volume(path) -> ReconImage:
-    """Checks a pnp_recon volume file and reads what the figure needs but the data (its shape
-    is (slices, rows, cols)); a 2D file, or another program's, is a SchemaError."""
-    return read_image(path, ndim=3)
-
-
 def read_volumes(paths: Iterable) -> list[ReconImage]:
-    vols = [read_volume(p) for p in paths]
-    if not vols:
-        raise SchemaError("no pnp_recon volume files given")
-    return vols
+    """Checks pnp_recon volume files and reads what the figure needs but the data (shapes
+    (slices, rows, cols)); a 2D file, or another program's, is a SchemaError."""
+    return read_images(paths, ndim=3)
 
 
 def planes(vol: ReconImage) -> dict:
