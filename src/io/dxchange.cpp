@@ -3,29 +3,43 @@
 #include <cmath>
 #include <filesystem>
 
+#include "h5_detail.hpp"
 #include "pnp/io.hpp"
 #include "pnp/validate.hpp"
 
 namespace pnp::io {
 namespace fs = std::filesystem;
 
+namespace detail {
+
+std::vector<int64_t> data_shape(H5File& f, const std::string& path, size_t dims, const std::string& layout) {
+  std::vector<int64_t> s = shape_of(f, path);
+  if (s.size() != dims)
+    throw InputError("'" + path + "' must be " + layout + ", got " + std::to_string(s.size()) + " dimensions " +
+                     shape_string(s));
+  for (int64_t d : s)
+    if (d < 1) throw InputError("'" + path + "' is empty " + shape_string(s));
+  return s;
+}
+
+std::vector<int64_t> theta_shape(H5File& f, const std::string& theta, const std::string& data, int64_t angles) {
+  if (theta.empty() || !exists(f, theta)) return {};
+  std::vector<int64_t> s = shape_of(f, theta);
+  if (s.size() != 1 || s[0] != angles)
+    throw InputError("'" + theta + "' has shape " + shape_string(s) + " but '" + data + "' has " + std::to_string(angles) +
+                     " angles");
+  return s;
+}
+
+}  // namespace detail
+
 DxchangeShapes read_dxchange_shapes(const fs::path& path, const DxchangePaths& paths) {
   try {
     H5File f = H5File::open(path);
     DxchangeShapes sh;
-    sh.data = shape_of(f, paths.data);
-    if (sh.data.size() != 2)
-      throw InputError("'" + paths.data + "' must be [angles, detector] (or a volume's [angles, slices, detector]), got " +
-                       std::to_string(sh.data.size()) + " dimensions");
-    if (sh.data[0] < 1 || sh.data[1] < 1)
-      throw InputError("'" + paths.data + "' is empty (" + std::to_string(sh.data[0]) + " x " + std::to_string(sh.data[1]) + ")");
-    if (!paths.theta.empty() && exists(f, paths.theta)) {
-      sh.theta = shape_of(f, paths.theta);
-      if (sh.theta.size() != 1 || sh.theta[0] != sh.data[0])
-        throw InputError("'" + paths.theta + "' has shape " + shape_string(sh.theta) + " but '" + paths.data + "' has " +
-                         std::to_string(sh.data[0]) + " angles");
-      sh.has_theta = true;
-    }
+    sh.data = detail::data_shape(f, paths.data, 2, "[angles, detector] (or a volume's [angles, slices, detector])");
+    sh.theta = detail::theta_shape(f, paths.theta, paths.data, sh.data[0]);
+    sh.has_theta = !sh.theta.empty();
     if (!paths.ground_truth.empty() && exists(f, paths.ground_truth)) {
       sh.ground_truth = shape_of(f, paths.ground_truth);
       if (sh.ground_truth.size() != 2 || sh.ground_truth[0] != sh.ground_truth[1] || sh.ground_truth[0] < 1)

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "h5_detail.hpp"
 #include "pnp/io.hpp"
 #include "pnp/validate.hpp"
 
@@ -46,19 +47,9 @@ VolumeShapes read_volume_shapes(const fs::path& path, const VolumePaths& paths) 
   try {
     H5File f = H5File::open(path);
     VolumeShapes sh;
-    sh.data = shape_of(f, paths.data);
-    if (sh.data.size() != 3)
-      throw InputError("'" + paths.data + "' must be [angles, slices, detector], got " + std::to_string(sh.data.size()) +
-                       " dimensions " + shape_string(sh.data));
-    if (sh.data[0] < 1 || sh.data[1] < 1 || sh.data[2] < 1)
-      throw InputError("'" + paths.data + "' is empty " + shape_string(sh.data));
-    if (exists(f, paths.theta)) {
-      sh.theta = shape_of(f, paths.theta);
-      if (sh.theta.size() != 1 || sh.theta[0] != sh.data[0])
-        throw InputError("'" + paths.theta + "' has shape " + shape_string(sh.theta) + " but '" + paths.data + "' has " +
-                         std::to_string(sh.data[0]) + " angles");
-      sh.has_theta = true;
-    }
+    sh.data = detail::data_shape(f, paths.data, 3, "[angles, slices, detector]");
+    sh.theta = detail::theta_shape(f, paths.theta, paths.data, sh.data[0]);
+    sh.has_theta = !sh.theta.empty();
     if (exists(f, paths.white)) sh.white = frames_shape(f, paths.white, sh.data, paths.data);
     if (exists(f, paths.dark)) sh.dark = frames_shape(f, paths.dark, sh.data, paths.data);
     if (!sh.dark.empty() && sh.white.empty())

@@ -52,4 +52,11 @@ void write_numeric_attr(hid_t obj, const std::string& name, T value) {
 // The `units` and `description` attributes every dataset pnp writes carries.
 void annotate(hid_t ds, std::string_view units, std::string_view description);
 
+// A DXchange data set's declared shape: `dims` dimensions as `layout` names them ("[angles,
+// detector]"), none empty (InputError naming the dataset otherwise).
+std::vector<int64_t> data_shape(H5File& f, const std::string& path, size_t dims, const std::string& layout);
+// The declared shape of `theta` when the file has it ([angles] of the data set `data`,
+// InputError otherwise); empty when it is absent.
+std::vector<int64_t> theta_shape(H5File& f, const std::string& theta, const std::string& data, int64_t angles);
+
 }  // namespace pnp::io::detail
