@@ -39,7 +39,7 @@ int finish(const Config& cfg, Reconstruction& run, const PnpRecord& rec, const G
     recon::print_summary(cfg, rec, g, run.device());
     const Problem& prob = run.problem();
     if (prob.angles_assumed) std::printf("angles       %s\n", prob.angles_source.c_str());
-    recon::write_output(cfg, run.decomposition(), run.comm(), rec, g, run.device(), prob.angles_source);
+    recon::write_output(cfg, run.decomposition(), run.comm(), rec, g, run.device(), prob);
     std::printf("wrote %s\n", cfg.output.file.c_str());
     // The run is complete: a checkpoint left from an interrupted segment is stale now.
     const std::string ckpt = cfg.output.checkpoint_path();

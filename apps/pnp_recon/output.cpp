@@ -156,7 +156,8 @@ void write_images(io::H5File& f, const Decomposition& d, const GatheredRecord& g
 }  // namespace
 
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
-                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const std::string& angles) {
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const Problem& prob) {
+  const std::string& angles = prob.angles_source;
   io::AtomicOutput out(cfg.output.file, cfg.output.force);
   io::H5File& f = out.file();
   Provenance p = basic_provenance("pnp_recon");
@@ -166,6 +167,10 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_provenance(f, p);
   io::write_attr(f, "/", "ranks", int64_t{comm.size()});
   if (!angles.empty()) io::write_attr(f, "/", "angles", angles);
+  if (prob.volume() && !cfg.problem.sinogram.empty()) {  // the counts' normalisation, over the volume
+    io::write_attr(f, "/", "clipped_transmissions", prob.clipped);
+    io::write_attr(f, "/", "dead_bins", prob.dead_bins);
+  }
   io::write_attr(f, "/", "gpu_names", g.gpu_names);
   io::write_attr(f, "/", "config", cfg.to_toml());
   io::write_attr(f, "/", "compile_mode", to_string(cfg.compile.mode));

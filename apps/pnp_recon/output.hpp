@@ -11,9 +11,10 @@ namespace pnp::recon {
 // and every rank's memory estimate.
 std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind);
 
-// Rank 0: writes cfg.output.file (temporary file, renamed on success); `angles` (Problem's
-// angles_source) goes into the root attribute of that name.
+// Rank 0: writes cfg.output.file (temporary file, renamed on success); of `prob`, the angles'
+// source (root attribute `angles`) and, for a volume of raw counts, what normalising it clipped
+// (root attributes `clipped_transmissions` and `dead_bins`).
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
-                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const std::string& angles = "");
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const Problem& prob);
 
 }  // namespace pnp::recon

@@ -10,6 +10,8 @@ RECON_ROOT_ATTRS = (
     "compile_mode", "compile_backend", "architecture", "device", "comm_backend", "step",
     "graphs_captured", "tf32", "power_iterations", "power_converged", "angles",
 )
+RECON_VOLUME_ATTRS = ("slices", "clipped_transmissions", "dead_bins")
+"""Root attributes of volumes only (clipped_transmissions and dead_bins: a volume read from a file)."""
 REQUIRED_ROOT_ATTRS = ("program", "version", "git_commit", "date", "ranks", "gpu_names",
                        "compile_mode", "compile_backend")
 """What the readers insist on; the other attributes are read when present (older files)."""

@@ -113,6 +113,9 @@ if p.returncode != 0:
 else:
     with h5py.File(out, "r") as f:
         counts = f["/reconstruction"][...]
+        clipped = int(f.attrs["clipped_transmissions"])
+    if clipped < 1:  # the file records what the warning said
+        failures.append(f"counts: /clipped_transmissions = {clipped}, expected the clipped rays")
     # the rays the reader clipped are said, once (rank 0)
     warned = [l for l in p.stderr.splitlines() if l.startswith("warning:") and "clipped" in l]
     print(f"counts: {warned[:1]}")
