@@ -1,6 +1,7 @@
 """Volumes end to end on the CPU (pnp_recon with problem.slices or a 3D DXchange file):
   - a 5-slice 64^2 volume on 1, 2 and 4 ranks in z-slabs, and on 4 ranks as 2 slabs x 2 tiles
-    (distributed.plane_ranks = 2), equals the 1-rank run (relative L2 <= 1e-6), with content;
+    (distributed.plane_ranks = 2; input halo, and the layer halo with the slab's slices batched),
+    equals the 1-rank run (relative L2 <= 1e-6), with content;
   - the simulated volume (problem.slices) equals the run on pnp_phantom --slices's file of it;
   - slice-wise: slices 0 and 2 of the volume equal the 2D runs of their own sinograms (a 2D
     DXchange file made of the slice) to 1e-6;
@@ -86,8 +87,9 @@ if one is not None:
     for s in range(S):  # every slice has content, none flattened by the clamp
         if float(one[s].std()) < 0.01:
             failures.append(f"np1: slice {s} is flat (std {float(one[s].std()):.3g})")
-for ranks, extra in [(2, []), (4, []), (4, ["distributed.plane_ranks=2"])]:
-    name = f"np{ranks}" + ("_plane2" if extra else "")
+for ranks, extra in [(2, []), (4, []), (4, ["distributed.plane_ranks=2"]),
+                     (4, ["distributed.plane_ranks=2", "distributed.halo_mode='layer'"])]:
+    name = f"np{ranks}" + ("_plane2" if extra else "") + ("_layer" if len(extra) > 1 else "")
     agree(f"{name} vs np1", one, image(name, ranks, vol + extra), 1e-6)
 
 # 2. the same volume from pnp_phantom's file; 3. slice-wise equals 2D
