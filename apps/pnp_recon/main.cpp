@@ -52,6 +52,17 @@ int finish(const Config& cfg, Reconstruction& run, const PnpRecord& rec, const G
   }
 }
 
+// Rank 0's warnings about the data, after the set-up: angles that look like radians, and what
+// normalising a volume's raw counts clipped.
+void warn_about_data(const Config& cfg, const Problem& prob) {
+  if (!prob.angles_warning.empty()) std::fprintf(stderr, "warning: %s\n", error_line(prob.angles_warning).c_str());
+  if (prob.clipped > 0 || prob.dead_bins > 0)
+    std::fprintf(stderr,
+                 "warning: %s: %lld transmission(s) below 1e-6 clipped there (line integrals capped at 13.8) and %lld "
+                 "dead detector bin(s) (flat <= dark) set to 0 while normalising the counts\n",
+                 cfg.problem.sinogram.c_str(), (long long)prob.clipped, (long long)prob.dead_bins);
+}
+
 // Whether the configuration named on the command line asks for a GPU, read quietly before MPI
 // starts (any error is reported later, collectively, when the configuration is read for real).
 bool wants_gpu(int argc, char** argv) {
@@ -153,13 +164,7 @@ int main(int argc, char** argv) {
     return report(e);
   }
   const Decomposition& decomp = run->decomposition();
-  if (rank == 0 && !run->problem().angles_warning.empty())
-    std::fprintf(stderr, "warning: %s\n", error_line(run->problem().angles_warning).c_str());
-  if (rank == 0 && (run->problem().clipped > 0 || run->problem().dead_bins > 0))
-    std::fprintf(stderr,
-                 "warning: %s: %lld transmission(s) below 1e-6 clipped there (line integrals capped at 13.8) and %lld "
-                 "dead detector bin(s) (flat <= dark) set to 0 while normalising the counts\n",
-                 cfg.problem.sinogram.c_str(), (long long)run->problem().clipped, (long long)run->problem().dead_bins);
+  if (rank == 0) warn_about_data(cfg, run->problem());
   if (rank == 0 && cfg.output.progress) {
     const std::string slices = decomp.z.volume() ? std::to_string(decomp.z.slices) + " slices of " : "";
     std::printf("pnp_recon: %s%lld x %lld, %lld angles, %s on %d %s rank(s) (%s), compile %s/%s, halo %lld px\n",
