@@ -15,6 +15,28 @@ namespace {
 at::Tensor from_vector(std::vector<float> v, std::vector<int64_t> shape) {
   return at::from_blob(v.data(), shape, at::kFloat).clone();
 }
+
+std::string simulated_angles(const ProblemConfig& p) {
+  return "simulated: " + std::to_string(p.angles) + " angles evenly spaced over [0, 180) degrees";
+}
+
+// The geometry of a sinogram file's k angles and det bins: its theta (degrees; `warning` when they
+// look like radians), or, when it has none, k angles assumed evenly spaced, said so.
+void file_geometry(Problem& prob, const ProblemConfig& p, int64_t k, int64_t det, std::vector<double> theta,
+                   std::string warning) {
+  if (theta.empty()) {
+    prob.geom = physics::Geometry::standard(p.size, k, det);
+    prob.angles_assumed = true;
+    prob.angles_source = "assumed: " + std::to_string(k) + " angles evenly spaced over [0, 180) degrees (" +
+                         clip_value(p.sinogram) + " has no " + p.theta_path + ")";
+    return;
+  }
+  prob.angles_source = "read from " + p.theta_path + " of " + p.sinogram;
+  prob.angles_warning = std::move(warning);
+  prob.geom.n = p.size;
+  prob.geom.n_det = det;
+  prob.geom.angles_deg = std::move(theta);
+}
 }  // namespace
 
 at::Tensor noisy_projection(const at::Tensor& truth_own, const physics::Geometry& geom, const Box& own,
@@ -73,7 +95,7 @@ Problem simulate_problem(const ProblemConfig& p, const Box& own, at::Device devi
   prob.truth_min = truth_min;
   prob.truth_max = truth_max;
   prob.y = noisy_projection(prob.truth_own, geom, own, p.noise_sigma, p.seed, comm);
-  prob.angles_source = "simulated: " + std::to_string(p.angles) + " angles evenly spaced over [0, 180) degrees";
+  prob.angles_source = simulated_angles(p);
   return prob;
 }
 
@@ -201,7 +223,7 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
     prob.y = at::empty({slab, prob.geom.n_angles(), prob.geom.n_det}, opts.device(device));
     for (int64_t s = 0; s < slab; ++s)  // each slice as pnp_phantom --slices projects it
       prob.y[s].copy_(noisy_projection(prob.truth_own[s], prob.geom, own, p.noise_sigma, p.seed + 1000003 * (z0 + s), plane));
-    prob.angles_source = "simulated: " + std::to_string(p.angles) + " angles evenly spaced over [0, 180) degrees";
+    prob.angles_source = simulated_angles(p);
   } else {
     const io::VolumePaths paths = volume_paths(p);
     const io::VolumeShapes sh = io::read_volume_shapes(p.sinogram, paths);
@@ -215,17 +237,13 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
     io::SlabSinograms sl = io::read_volume_slab(p.sinogram, paths, sh, z0, z1);
     prob.clipped = sl.clipped, prob.dead_bins = sl.dead_bins;
     prob.y = from_vector(std::move(sl.sinograms.data), {slab, sh.angles(), sh.detector()}).to(device);
+    std::vector<double> theta;
+    std::string warning;
     if (sh.has_theta) {
       io::H5File f = io::H5File::open(p.sinogram);
-      prob.geom.n = p.size, prob.geom.n_det = sh.detector();
-      prob.geom.angles_deg = io::read_angles(f, p.sinogram, p.theta_path, prob.angles_warning);
-      prob.angles_source = "read from " + p.theta_path + " of " + p.sinogram;
-    } else {
-      prob.geom = physics::Geometry::standard(p.size, sh.angles(), sh.detector());
-      prob.angles_assumed = true;
-      prob.angles_source = "assumed: " + std::to_string(sh.angles()) + " angles evenly spaced over [0, 180) degrees (" +
-                           clip_value(p.sinogram) + " has no " + p.theta_path + ")";
+      theta = io::read_angles(f, p.sinogram, p.theta_path, warning);
     }
+    file_geometry(prob, p, sh.angles(), sh.detector(), std::move(theta), std::move(warning));
     if (!sh.ground_truth.empty()) {
       io::H5File f = io::H5File::open(p.sinogram);
       io::Array<float> gt = io::read_hyperslab<float>(f, p.ground_truth_path, {z0, own.r0, own.c0},
@@ -269,18 +287,7 @@ Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::D
   }
   Problem prob;
   int64_t k = s.data.shape[0], det = s.data.shape[1];
-  if (s.theta_deg.empty()) {
-    prob.geom = physics::Geometry::standard(p.size, k, det);
-    prob.angles_assumed = true;
-    prob.angles_source = "assumed: " + std::to_string(k) + " angles evenly spaced over [0, 180) degrees (" +
-                         clip_value(p.sinogram) + " has no " + p.theta_path + ")";
-  } else {
-    prob.angles_source = "read from " + p.theta_path + " of " + p.sinogram;
-    prob.angles_warning = s.theta_warning;
-    prob.geom.n = p.size;
-    prob.geom.n_det = det;
-    prob.geom.angles_deg = s.theta_deg;
-  }
+  file_geometry(prob, p, k, det, s.theta_deg, s.theta_warning);
   if (!p.sinogram.empty() && p.detector != 0 && p.detector != det)
     throw InputError("problem.detector = " + std::to_string(p.detector) + " but the sinogram has " +
                      std::to_string(det) + " detector bins");
