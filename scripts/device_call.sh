@@ -31,6 +31,10 @@
 #                                       in bf16 and fp32, DnCNN and UNet 3 ch 2048² in fp32, each
 #                                       eager, native and torch.compile, to $OUT/PREFIX_*.h5, the
 #                                       clocks sampled meanwhile into $OUT/PREFIX_clocks.csv
+#   volume_share NAME CONFIG [SET ...]  issue 46's slice-wise check: CONFIG (a volume, say input/volume_2048.toml)
+#                                       and its one slice alone (problem.slices = 0), 4 iterations each, into
+#                                       $OUT/NAME.csv (scripts/volume_share.py: each slice's share of the
+#                                       volume's iteration against the lone slice's); the logs to $OUT/NAME_*.log
 #   clocks_start NAME / clocks_stop     the GPU's SM clock and power every 20 ms (nvidia-smi) into
 #                                       $OUT/NAME.csv meanwhile, then each busy stretch's medians
 #                                       (scripts/gpu_clocks.py): under a long forward an H200 sits at
@@ -167,4 +171,20 @@ memory_matrix() {
   done; done; done; done
   rm -rf "$work"
   cat "$OUT/$name.csv"
+}
+
+volume_share() {
+  local name=$1 cfg=$2 v=/tmp/pnp_share_volume.h5 a=/tmp/pnp_share_slice.h5
+  shift 2
+  local common=(--set solver.iterations=4 --set solver.metrics_every=4 --set solver.stable_window=3
+    --set distributed.device="\"$PNP_CALL_DEVICE\"" "$@")
+  stamp "volume_share $cfg $*"
+  timeout 400 "$PNP_CALL_BIN/pnp_recon" "$cfg" "${common[@]}" --output $v --force >"$OUT/${name}_volume.log" 2>&1
+  echo "volume rc=$?"; tail -3 "$OUT/${name}_volume.log" | cut -c1-200
+  timeout 120 "$PNP_CALL_BIN/pnp_recon" "$cfg" "${common[@]}" --set problem.slices=0 --output $a --force \
+    >"$OUT/${name}_slice.log" 2>&1
+  echo "slice rc=$?"; tail -2 "$OUT/${name}_slice.log" | cut -c1-200
+  { python3 scripts/volume_share.py --header && python3 scripts/volume_share.py $v $a; } >"$OUT/$name.csv"
+  cat "$OUT/$name.csv"
+  rm -f $v $a
 }
