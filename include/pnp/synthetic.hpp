@@ -49,6 +49,7 @@ std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed);
 struct Ellipsoid {
   Ellipse e;
   double c;
+  double z0 = 0;  // centre along z
 };
 // pnp's 3D Shepp-Logan: the modified phantom's ten ellipses as ellipsoids, the head 0.9 high,
 // the ventricles 0.22-0.3, the small features 0.02-0.05, so that slices away from the middle
@@ -56,6 +57,12 @@ struct Ellipsoid {
 std::vector<Ellipsoid> shepp_logan_ellipsoids();
 // The ellipses of the slice at height z.
 std::vector<Ellipse> ellipsoid_slice(const std::vector<Ellipsoid>& ellipsoids, double z);
+// `count` random ellipsoids: random_ellipses(count, seed)'s ellipses exactly, each given a centre
+// z0 in [-0.7, 0.7] and a height c in [0.05, 0.55] from a generator of its own.
+std::vector<Ellipsoid> random_ellipsoids(int count, uint64_t seed);
+// pnp_train's held-out volumes: random_ellipsoids on an n^3 grid ([-1, 1]^3, slice k at
+// z = pixel_centre(k, n)), [n, n, n] rescaled to [0, 1] as random_ellipse_image is.
+std::vector<float> random_ellipsoid_volume(int64_t n, int count, uint64_t seed);
 // Slice s of `slices` of the 3D phantom, n x n, clamped to [0, 1] as shepp_logan() is.
 std::vector<float> shepp_logan_slice(int64_t s, int64_t slices, int64_t n);
 
@@ -107,6 +114,13 @@ struct SceneOptions {
 // defined on the whole n x n image; only the window is rendered (so a crop costs its area).
 // Deterministic for (n, seed, options, window).
 std::vector<float> random_scene(int64_t n, uint64_t seed, const SceneOptions& options, const Window& w);
+// A random CT-like volume (pnp_train's 3D scenes) on an n^3 cube, slice k at z = pixel_centre(k, n):
+// random_scene's parts extended along z (the body and interior shapes ellipsoids of random
+// heights and centres, the polygons prisms of random extent, the texture constant along z),
+// its contrast set on the whole cube. Renders slices [z0, z0 + depth) of window w, [depth, rows,
+// cols]; each slice costs its window's area. Deterministic for (n, seed, options, window, z0, depth).
+std::vector<float> random_scene_volume(int64_t n, uint64_t seed, const SceneOptions& options, const Window& w,
+                                       int64_t z0, int64_t depth);
 
 // Centre of pixel index k on an n-pixel axis, in [-1, 1] units (x grows with k).
 inline double pixel_centre(int64_t k, int64_t n) { return (2.0 * static_cast<double>(k) + 1.0) / static_cast<double>(n) - 1.0; }

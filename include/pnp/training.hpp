@@ -28,6 +28,7 @@ namespace pnp::training {
 
 struct ModelConfig {
   std::string architecture = "dncnn";  // dncnn | drunet | unet
+  int64_t dim = 2;                     // 2: images; 3: volumes (3D convolutions on patch^3 crops)
   int64_t channels = 1;                // image channels (1 = grayscale)
   std::vector<int64_t> features;       // empty = architecture default
   int64_t blocks = -1;                 // -1 = architecture default (DnCNN depth, DRUNet nb)
@@ -121,7 +122,7 @@ nn::DenoiserSpec model_spec(const ModelConfig& m);
 // ---- Data ----
 
 struct Batch {
-  at::Tensor clean;  // [B, C, P, P] float32, CPU, values in [0, 1]
+  at::Tensor clean;  // [B, C, P, P] (dim 3: [B, C, P, P, P]) float32, CPU, values in [0, 1]
   at::Tensor noisy;  // clean + sigma_b * n
   at::Tensor sigma;  // [B] float32
 };
@@ -138,13 +139,14 @@ class BatchSource {
   at::Tensor stack_;  // [M, H, W] float32 in [0, 1] (per-image min-max), or undefined
 };
 
-// Held-out validation set: random-ellipse phantoms with fixed noise of sigma.
+// Held-out validation set: random-ellipse phantoms (dim 3: random-ellipsoid volumes,
+// random_ellipsoid_volume) with fixed noise of sigma.
 struct ValidationSet {
-  at::Tensor clean, noisy;  // [M, C, S, S]
+  at::Tensor clean, noisy;  // [M, C, S, S] (dim 3: [M, C, S, S, S])
   double sigma = 0;
   double noisy_psnr = 0;  // mean over images, peak 1
 };
-ValidationSet make_validation_set(const ValidationConfig& v, int64_t channels);
+ValidationSet make_validation_set(const ValidationConfig& v, int64_t channels, int64_t dim = 2);
 
 // Mean PSNR (peak 1) over the batch of x against reference.
 double mean_psnr(const at::Tensor& x, const at::Tensor& reference);
@@ -155,7 +157,8 @@ class TrainableModel {
  public:
   // channels_last: conv weights and activations in NHWC (what cuDNN's tensor-core kernels read).
   TrainableModel(nn::Graph g, const nn::Weights& w, at::Device device, bool channels_last = false);
-  // x: [B, C, H, W]; sigma: [B] (the sigma map of sigma-aware graphs; ignored otherwise).
+  // x: [B, C, H, W] (3D graphs: [B, C, D, H, W]); sigma: [B] (the sigma map of sigma-aware
+  // graphs; ignored otherwise).
   at::Tensor forward(const at::Tensor& x, const at::Tensor& sigma, bool training);
   std::vector<at::Tensor> parameters() const;  // trainable tensors, in graph order
   nn::Weights weights() const;                 // detached CPU copies, keyed as deepinv

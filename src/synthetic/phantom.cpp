@@ -119,7 +119,7 @@ std::vector<Ellipsoid> shepp_logan_ellipsoids() {
 std::vector<Ellipse> ellipsoid_slice(const std::vector<Ellipsoid>& ellipsoids, double z) {
   std::vector<Ellipse> out;
   for (const Ellipsoid& q : ellipsoids) {
-    const double t = z / q.c;
+    const double t = (z - q.z0) / q.c;
     if (std::abs(t) >= 1.0) continue;
     Ellipse e = q.e;
     const double scale = std::sqrt(1.0 - t * t);  // exactly 1 at z = 0
@@ -141,12 +141,41 @@ std::vector<float> shepp_logan_slice_window(int64_t s, int64_t slices, int64_t n
   return img;
 }
 
-std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed) {
-  auto img = rasterize(random_ellipses(count, seed), n);
+namespace {
+void rescale_unit(std::vector<float>& img) {  // min-max to [0, 1]
   auto [lo, hi] = std::minmax_element(img.begin(), img.end());
   float a = *lo, range = *hi - *lo;
   for (auto& v : img) v = range > 0 ? (v - a) / range : 0.0f;
+}
+}  // namespace
+
+std::vector<float> random_ellipse_image(int64_t n, int count, uint64_t seed) {
+  auto img = rasterize(random_ellipses(count, seed), n);
+  rescale_unit(img);
   return img;
+}
+
+std::vector<Ellipsoid> random_ellipsoids(int count, uint64_t seed) {
+  std::mt19937_64 rng(splitmix64(seed ^ 0x656c6c6970736f69ull));  // "ellipsoi"
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<Ellipsoid> out;
+  for (const Ellipse& e : random_ellipses(count, seed)) {
+    const double z0 = 0.7 * (2.0 * u(rng) - 1.0), c = 0.05 + 0.5 * u(rng);
+    out.push_back({e, c, z0});
+  }
+  return out;
+}
+
+std::vector<float> random_ellipsoid_volume(int64_t n, int count, uint64_t seed) {
+  const auto q = random_ellipsoids(count, seed);
+  std::vector<float> vol;
+  vol.reserve(static_cast<size_t>(n * n * n));
+  for (int64_t k = 0; k < n; ++k) {
+    auto img = rasterize(ellipsoid_slice(q, pixel_centre(k, n)), n);
+    vol.insert(vol.end(), img.begin(), img.end());
+  }
+  rescale_unit(vol);
+  return vol;
 }
 
 }  // namespace pnp
@@ -278,6 +307,31 @@ std::vector<float> render(const Scene& s, int64_t n, const Window& w) {
   }
   return img;
 }
+
+// The texture (with its chance) and the random contrast, drawn in this order from rng.
+void draw_texture_and_contrast(Scene& s, const SceneOptions& o, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  s.textured = u(rng) < o.texture_probability;
+  if (s.textured) {
+    s.texture = random_texture(3 + static_cast<int>(u(rng) * 5), o.texture_max_frequency, rng());
+    s.texture_amplitude = o.texture_max_amplitude * u(rng);
+  }
+  const double range = o.contrast_min + (1.0 - o.contrast_min) * u(rng);
+  s.lo = (1.0 - range) * u(rng);
+  s.hi = s.lo + range;
+  const double gmax = std::max(1.0, o.gamma_max);
+  s.gamma = std::exp((2.0 * u(rng) - 1.0) * std::log(gmax));
+}
+
+// The scene's raw values (whose range over the whole scene is [mn, mx]) to its contrast; what
+// finer features push outside the coarse range is clamped.
+void apply_contrast(const Scene& s, float mn, float mx, std::vector<float>& img) {
+  const float base = std::min(mn, 0.0f), span = std::max(mx - base, 1e-3f);
+  for (auto& v : img) {
+    double t = std::clamp((v - base) / span, 0.0f, 1.0f);
+    v = static_cast<float>(s.lo + (s.hi - s.lo) * std::pow(t, s.gamma));
+  }
+}
 }  // namespace
 
 std::vector<float> random_scene(int64_t n, uint64_t seed, const SceneOptions& o, const Window& w) {
@@ -306,28 +360,82 @@ std::vector<float> random_scene(int64_t n, uint64_t seed, const SceneOptions& o,
     }
   }
   s.polygons = random_polygons(np, rng());
-  s.textured = u(rng) < o.texture_probability;
-  if (s.textured) {
-    s.texture = random_texture(3 + static_cast<int>(u(rng) * 5), o.texture_max_frequency, rng());
-    s.texture_amplitude = o.texture_max_amplitude * u(rng);
-  }
-  const double range = o.contrast_min + (1.0 - o.contrast_min) * u(rng);
-  s.lo = (1.0 - range) * u(rng);
-  s.hi = s.lo + range;
-  const double gmax = std::max(1.0, o.gamma_max);
-  s.gamma = std::exp((2.0 * u(rng) - 1.0) * std::log(gmax));
+  draw_texture_and_contrast(s, o, rng);
   // Normalise with the scene's range on a coarse raster of the whole image (so every window
   // of one scene is scaled alike), then clamp what finer features push outside.
   const int64_t nc = std::min<int64_t>(n, 32);
   auto coarse = render(s, nc, Window{0, 0, nc, nc});
   auto [mn, mx] = std::minmax_element(coarse.begin(), coarse.end());
-  const float base = std::min(*mn, 0.0f), span = std::max(*mx - base, 1e-3f);
   auto img = render(s, n, w);
-  for (auto& v : img) {
-    double t = std::clamp((v - base) / span, 0.0f, 1.0f);
-    v = static_cast<float>(s.lo + (s.hi - s.lo) * std::pow(t, s.gamma));
-  }
+  apply_contrast(s, *mn, *mx, img);
   return img;
+}
+
+namespace {
+// random_scene's parts extended along z: ellipsoids, and prisms (a polygon over [zc - h, zc + h]).
+struct Scene3 {
+  std::vector<Ellipsoid> body, interior;
+  std::vector<Polygon> polygons;
+  std::vector<std::array<double, 2>> prism_z;  // zc, h per polygon
+  Scene plane;                                 // texture and contrast; its shapes are set per slice
+};
+
+Scene slice_of(const Scene3& s, double z) {
+  Scene out = s.plane;
+  out.body = ellipsoid_slice(s.body, z);
+  if (out.body.empty()) out.body.push_back({1e-3, 2.0, 2.0, 0.0, 0.0, 0.0});  // air: shapes on an empty background
+  out.interior = ellipsoid_slice(s.interior, z);
+  for (size_t k = 0; k < s.polygons.size(); ++k)
+    if (std::abs(z - s.prism_z[k][0]) < s.prism_z[k][1]) out.polygons.push_back(s.polygons[k]);
+  return out;
+}
+}  // namespace
+
+std::vector<float> random_scene_volume(int64_t n, uint64_t seed, const SceneOptions& o, const Window& w, int64_t z0,
+                                       int64_t depth) {
+  check_window(n, w);
+  if (depth < 1 || z0 < 0 || z0 + depth > n)
+    throw InputError("random_scene_volume: slices [" + std::to_string(z0) + ", " + std::to_string(z0 + depth) +
+                     ") are not inside the " + std::to_string(n) + " slices");
+  if (o.ellipses_min < 0 || o.ellipses_max < o.ellipses_min || o.polygons_min < 0 || o.polygons_max < o.polygons_min)
+    throw InputError("random_scene_volume: shape counts must satisfy 0 <= min <= max");
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  auto count = [&](int lo, int hi) { return lo + static_cast<int>(u(rng) * (hi - lo + 1 - 1e-9)); };
+  auto centred = [&](double half) { return half * (2.0 * u(rng) - 1.0); };
+  Scene3 s;
+  if (u(rng) < 0.85) {  // the body, 0.6-0.95 high; else shapes in air
+    const double a = 0.55 + 0.4 * u(rng), b = 0.55 + 0.4 * u(rng), c = 0.6 + 0.35 * u(rng);
+    s.body.push_back({{1.0, a, b, centred(0.05), centred(0.05), 180.0 * u(rng)}, c, centred(0.05)});
+  }
+  const int ne = count(o.ellipses_min, o.ellipses_max), np = count(o.polygons_min, o.polygons_max);
+  if (ne > 0)
+    for (const Ellipse& e : random_ellipses(ne, rng())) {  // contrasts of either sign, some small and sharp
+      Ellipsoid q{e, 0.1 + 0.5 * u(rng), centred(0.8)};
+      q.e.value = (u(rng) - 0.5) * 1.2;
+      q.e.x0 *= 0.9, q.e.y0 *= 0.9;
+      if (u(rng) < 0.3) q.e.a *= 0.25, q.e.b *= 0.25, q.c *= 0.25;
+      s.interior.push_back(q);
+    }
+  s.polygons = random_polygons(np, rng());
+  for (size_t k = 0; k < s.polygons.size(); ++k) s.prism_z.push_back({centred(0.8), 0.05 + 0.4 * u(rng)});
+  draw_texture_and_contrast(s.plane, o, rng);
+  // The range on a coarse raster of 8 levels of the whole cube: every crop of one scene alike.
+  const int64_t nc = std::min<int64_t>(n, 32);
+  float mn = 0, mx = 0;
+  for (int64_t k = 0; k < 8; ++k) {
+    auto coarse = render(slice_of(s, pixel_centre(k, 8)), nc, Window{0, 0, nc, nc});
+    auto [lo, hi] = std::minmax_element(coarse.begin(), coarse.end());
+    mn = k ? std::min(mn, *lo) : *lo, mx = k ? std::max(mx, *hi) : *hi;
+  }
+  std::vector<float> vol;
+  vol.reserve(static_cast<size_t>(depth * w.rows * w.cols));
+  for (int64_t k = z0; k < z0 + depth; ++k) {
+    auto img = render(slice_of(s, pixel_centre(k, n)), n, w);
+    apply_contrast(s.plane, mn, mx, img);
+    vol.insert(vol.end(), img.begin(), img.end());
+  }
+  return vol;
 }
 
 }  // namespace pnp

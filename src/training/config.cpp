@@ -21,6 +21,7 @@ void validate(const TrainConfig& c, const std::string& source) {
   if (c.data.stack_fraction > 0 && c.data.stack.empty()) fail("data.stack_fraction > 0 needs data.stack");
   if (c.noise.sigma_max < c.noise.sigma_min) fail("noise.sigma_max must be at least noise.sigma_min");
   if (c.train.lr_min > c.train.lr) fail("train.lr_min must not exceed train.lr");
+  if (c.model.dim == 3 && !c.data.stack.empty()) fail("data.stack holds 2D images: a 3D model (model.dim = 3) trains on random volumes only");
   if (c.output.weights.empty()) fail("output.weights must not be empty");
   if (c.output.checkpoint.empty()) fail("output.checkpoint must not be empty");
   if (c.output.log.empty()) fail("output.log must not be empty");
@@ -40,6 +41,7 @@ const std::vector<std::string> kSections = {"model", "data", "noise", "train", "
 const Schema<TrainConfig>& schema() {
   static const Schema<TrainConfig> s(kSections, {
       choice_field<TrainConfig>("model", "architecture", M(model.architecture), {"dncnn", "drunet", "unet"}, "denoiser network to train"),
+      int_field<TrainConfig>("model", "dim", M(model.dim), 2, 3, "2: images; 3: volumes (3D convolutions, patch^3 crops of random CT-like volumes, held-out random-ellipsoid volumes; pnp_recon's denoiser.dim = 3)"),
       int_field<TrainConfig>("model", "channels", M(model.channels), 1, 64, "image channels (1 = grayscale)"),
       int_list_field<TrainConfig>("model", "features", M(model.features), 0, 8, 1, 4096, "feature counts per scale; [] = architecture default (DnCNN [64], DRUNet [64,128,256,512])"),
       int_field<TrainConfig>("model", "blocks", M(model.blocks), -1, 256, "DnCNN depth (conv layers) or DRUNet ResBlocks per stage; -1 = default"),
@@ -108,7 +110,7 @@ const Schema<TrainConfig>& schema() {
 nn::DenoiserSpec model_spec(const ModelConfig& m) {
   nn::DenoiserSpec s;
   s.architecture = m.architecture;
-  s.dim = 2;
+  s.dim = static_cast<int>(m.dim);
   s.in_channels = static_cast<int>(m.channels);
   s.out_channels = static_cast<int>(m.channels);
   s.features = m.features;

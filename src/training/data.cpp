@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -54,6 +55,21 @@ void dihedral(std::vector<float>& img, int64_t p, int code) {
   img.swap(out);
 }
 
+// In-place flips of a p^3 volume [z, y, x]: bits 0-2 as dihedral in every slice, bit 3 reverses z.
+void flip_volume(std::vector<float>& vol, int64_t p, int code) {
+  const size_t plane = static_cast<size_t>(p * p);
+  for (int64_t z = 0; z < p; ++z) {
+    std::vector<float> img(vol.begin() + static_cast<std::ptrdiff_t>(z * p * p),
+                           vol.begin() + static_cast<std::ptrdiff_t>((z + 1) * p * p));
+    dihedral(img, p, code & 7);
+    std::copy(img.begin(), img.end(), vol.begin() + static_cast<std::ptrdiff_t>(z * p * p));
+  }
+  if (code & 8)
+    for (int64_t z = 0; z < p / 2; ++z)
+      std::swap_ranges(vol.begin() + static_cast<std::ptrdiff_t>(z * plane), vol.begin() + static_cast<std::ptrdiff_t>((z + 1) * plane),
+                       vol.begin() + static_cast<std::ptrdiff_t>((p - 1 - z) * plane));
+}
+
 }  // namespace
 
 BatchSource::BatchSource(const TrainConfig& cfg) : cfg_(cfg) {
@@ -88,11 +104,13 @@ BatchSource::BatchSource(const TrainConfig& cfg) : cfg_(cfg) {
 std::string BatchSource::describe() const {
   const auto& d = cfg_.data;
   std::ostringstream os;
-  os << "random scenes (body ellipse, " << d.ellipses_min << "-" << d.ellipses_max << " ellipses, " << d.polygons_min
-     << "-" << d.polygons_max << " polygons, texture p=" << d.texture_probability << " amplitude<=" << d.texture_amplitude
+  const bool volume = cfg_.model.dim == 3;
+  os << (volume ? "random volumes (body ellipsoid, " : "random scenes (body ellipse, ") << d.ellipses_min << "-"
+     << d.ellipses_max << (volume ? " ellipsoids, " : " ellipses, ") << d.polygons_min << "-" << d.polygons_max
+     << (volume ? " prisms" : " polygons") << ", texture p=" << d.texture_probability << " amplitude<=" << d.texture_amplitude
      << ", contrast range>=" << d.contrast_min << ", gamma<=" << d.gamma_max << ") of size " << d.scale_min << "-"
-     << d.scale_max << ", " << d.patch << "x" << d.patch << " crops" << (d.flips ? " with flips" : "") << ", batch "
-     << d.batch;
+     << d.scale_max << (volume ? "^3, " : ", ") << d.patch << (volume ? "^3" : "x" + std::to_string(d.patch)) << " crops"
+     << (d.flips ? " with flips" : "") << ", batch " << d.batch;
   if (stack_.defined())
     os << "; " << d.stack_fraction * 100 << "% crops of " << d.stack << ":" << d.stack_dataset << " (" << stack_.size(0)
        << " images)";
@@ -103,9 +121,13 @@ std::string BatchSource::describe() const {
 Batch BatchSource::batch(int64_t step) const {
   const auto& d = cfg_.data;
   const int64_t B = d.batch, P = d.patch, C = cfg_.model.channels;
+  const bool volume = cfg_.model.dim == 3;
+  const int64_t V = volume ? P * P * P : P * P;  // values per sample and channel
+  std::vector<int64_t> shape = {B, C, P, P};
+  if (volume) shape.push_back(P);
   Batch b;
-  b.clean = at::empty({B, C, P, P}, at::kFloat);
-  b.noisy = at::empty({B, C, P, P}, at::kFloat);
+  b.clean = at::empty(shape, at::kFloat);
+  b.noisy = at::empty(shape, at::kFloat);
   b.sigma = at::empty({B}, at::kFloat);
   float* clean = b.clean.data_ptr<float>();
   float* noisy = b.noisy.data_ptr<float>();
@@ -131,18 +153,23 @@ Batch BatchSource::batch(int64_t step) const {
         const double range = d.contrast_min + (1.0 - d.contrast_min) * rng.uniform();
         const double lo = (1.0 - range) * rng.uniform();
         for (auto& v : img) v = static_cast<float>(lo + range * v);
+      } else if (volume) {  // a P^3 crop of a random n^3 volume, flipped in the plane and along z
+        const int64_t n = d.scale_min + rng.below(d.scale_max - d.scale_min + 1);
+        const int64_t r0 = rng.below(n - P + 1), c0 = rng.below(n - P + 1), z0 = rng.below(n - P + 1);
+        img = random_scene_volume(n, rng.g(), so, Window{r0, c0, P, P}, z0, P);
+        if (d.flips) flip_volume(img, P, static_cast<int>(rng.below(16)));
       } else {
         const int64_t n = d.scale_min + rng.below(d.scale_max - d.scale_min + 1);
         const int64_t r0 = rng.below(n - P + 1), c0 = rng.below(n - P + 1);
         img = random_scene(n, rng.g(), so, Window{r0, c0, P, P});
       }
-      if (d.flips) dihedral(img, P, static_cast<int>(rng.below(8)));
+      if (d.flips && !volume) dihedral(img, P, static_cast<int>(rng.below(8)));
       const double s = cfg_.noise.sigma_min + (cfg_.noise.sigma_max - cfg_.noise.sigma_min) * rng.uniform();
       sig[i] = static_cast<float>(s);
       for (int64_t c = 0; c < C; ++c) {
-        float* cl = clean + (i * C + c) * P * P;
-        float* no = noisy + (i * C + c) * P * P;
-        for (int64_t k = 0; k < P * P; ++k) {
+        float* cl = clean + (i * C + c) * V;
+        float* no = noisy + (i * C + c) * V;
+        for (int64_t k = 0; k < V; ++k) {
           cl[k] = img[static_cast<size_t>(k)];
           no[k] = static_cast<float>(cl[k] + s * rng.normal());
         }
@@ -152,19 +179,23 @@ Batch BatchSource::batch(int64_t step) const {
   return b;
 }
 
-ValidationSet make_validation_set(const ValidationConfig& v, int64_t channels) {
+ValidationSet make_validation_set(const ValidationConfig& v, int64_t channels, int64_t dim) {
   ValidationSet vs;
-  const int64_t M = v.images, S = v.size, C = channels;
+  const int64_t M = v.images, S = v.size, C = channels, V = dim == 3 ? S * S * S : S * S;
+  std::vector<int64_t> shape = {M, C, S, S};
+  if (dim == 3) shape.push_back(S);
   vs.sigma = v.sigma;
-  vs.clean = at::empty({M, C, S, S}, at::kFloat);
-  vs.noisy = at::empty({M, C, S, S}, at::kFloat);
+  vs.clean = at::empty(shape, at::kFloat);
+  vs.noisy = at::empty(shape, at::kFloat);
   for (int64_t m = 0; m < M; ++m) {
-    auto img = random_ellipse_image(S, static_cast<int>(v.ellipses), v.seed + static_cast<uint64_t>(m));
+    const uint64_t seed = v.seed + static_cast<uint64_t>(m);
+    auto img = dim == 3 ? random_ellipsoid_volume(S, static_cast<int>(v.ellipses), seed)
+                        : random_ellipse_image(S, static_cast<int>(v.ellipses), seed);
     Rng rng(mix(v.seed, 0x76616c6964ull, static_cast<uint64_t>(m)));  // "valid"
     for (int64_t c = 0; c < C; ++c) {
-      float* cl = vs.clean.data_ptr<float>() + (m * C + c) * S * S;
-      float* no = vs.noisy.data_ptr<float>() + (m * C + c) * S * S;
-      for (int64_t k = 0; k < S * S; ++k) {
+      float* cl = vs.clean.data_ptr<float>() + (m * C + c) * V;
+      float* no = vs.noisy.data_ptr<float>() + (m * C + c) * V;
+      for (int64_t k = 0; k < V; ++k) {
         cl[k] = img[static_cast<size_t>(k)];
         no[k] = static_cast<float>(cl[k] + v.sigma * rng.normal());
       }

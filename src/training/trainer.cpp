@@ -145,7 +145,8 @@ void print_header(std::ostream& out, const TrainConfig& cfg, const nn::Graph& g,
       << (bf16 ? "bf16 autocast" : cuda ? "fp32 (TF32 convolutions)" : "fp32") << ", "
       << (resuming ? "resuming at step " + std::to_string(s.step) + " of " : std::string("")) << s.planned << " steps\n"
       << "  data: " << data << "\n"
-      << "  validation: " << cfg.validation.images << " random-ellipse phantoms " << cfg.validation.size << "^2, sigma "
+      << "  validation: " << cfg.validation.images << (cfg.model.dim == 3 ? " random-ellipsoid volumes " : " random-ellipse phantoms ")
+      << cfg.validation.size << (cfg.model.dim == 3 ? "^3" : "^2") << ", sigma "
       << vs.sigma << ", noisy PSNR " << fmt("%.2f", vs.noisy_psnr) << " dB\n";
   out.flush();
 }
@@ -321,7 +322,7 @@ FinalValidation validate_stored(const TrainConfig& cfg, const nn::Graph& g, at::
   if (cfg.validation.sigma_second > 0) {
     ValidationConfig v2 = cfg.validation;
     v2.sigma = cfg.validation.sigma_second;
-    const ValidationSet vs2 = make_validation_set(v2, cfg.model.channels);
+    const ValidationSet vs2 = make_validation_set(v2, cfg.model.channels, cfg.model.dim);
     v.second = eval(vs2.noisy, vs2.clean, vs2.sigma);
     v.second_noisy = vs2.noisy_psnr;
   }
@@ -357,6 +358,7 @@ std::string sidecar_json(const TrainConfig& cfg, const nn::Graph& g, const State
      << "  \"model\": " << json_escape(fs::path(cfg.output.weights).stem().string()) << ",\n"
      << "  \"weights\": " << json_escape(fs::path(cfg.output.weights).filename().string()) << ",\n"
      << "  \"architecture\": " << json_escape(g.architecture) << ",\n"
+     << "  \"dim\": " << cfg.model.dim << ",\n"
      << "  \"features\": [";
   for (size_t i = 0; i < cfg.model.features.size(); ++i) js << (i ? ", " : "") << cfg.model.features[i];
   js << "],\n"
@@ -371,7 +373,7 @@ std::string sidecar_json(const TrainConfig& cfg, const nn::Graph& g, const State
      << "  \"data\": " << json_escape(data) << ",\n"
      << "  \"noise_sigma_range\": [" << jnum(cfg.noise.sigma_min) << ", " << jnum(cfg.noise.sigma_max) << "],\n"
      << "  \"final_loss\": " << jnum(s.loss.empty() ? NAN : s.loss.back()) << ",\n"
-     << "  \"validation\": {\"phantoms\": \"random_ellipse_image\", \"images\": " << cfg.validation.images
+     << "  \"validation\": {\"phantoms\": " << (cfg.model.dim == 3 ? "\"random_ellipsoid_volume\"" : "\"random_ellipse_image\"") << ", \"images\": " << cfg.validation.images
      << ", \"size\": " << cfg.validation.size << ", \"ellipses\": " << cfg.validation.ellipses << ", \"seed\": "
      << cfg.validation.seed << ", \"sigma\": " << jnum(vs.sigma) << ", \"noisy_psnr_db\": " << jnum(vs.noisy_psnr)
      << ", \"psnr_db\": " << jnum(v.stored) << ", \"gain_db\": " << jnum(v.stored - vs.noisy_psnr)
@@ -452,7 +454,7 @@ TrainResult run_training(const TrainConfig& cfg, std::ostream& out) {
   if (resuming) load_checkpoint(cfg.output.checkpoint, cfg, model, opt, s);
 
   BatchSource source(cfg);
-  const ValidationSet vs = make_validation_set(cfg.validation, cfg.model.channels);
+  const ValidationSet vs = make_validation_set(cfg.validation, cfg.model.channels, cfg.model.dim);
   const at::Tensor val_noisy = vs.noisy.to(device), val_sigma = at::full({vs.noisy.size(0)}, vs.sigma, at::kFloat).to(device);
   const std::string data = source.describe();
   TrainResult r;

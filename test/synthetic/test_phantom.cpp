@@ -184,3 +184,57 @@ TEST_CASE("3D Shepp-Logan: the middle slice is the 2D phantom, the features thin
   CHECK(pnp::ellipsoid_slice(q, -0.06).size() == 5);
   CHECK_THROWS_AS(pnp::shepp_logan_slice(S, S, n), pnp::InputError);
 }
+
+TEST_CASE("random ellipsoids and volumes: seeded, in [0, 1], crops of one scene, varying along z") {
+  const auto q = pnp::random_ellipsoids(6, 11);
+  const auto e = pnp::random_ellipses(6, 11);
+  REQUIRE(q.size() == e.size());
+  for (size_t k = 0; k < q.size(); ++k) {
+    CHECK(q[k].e.a == e[k].a);  // the plane's ellipses exactly
+    CHECK(q[k].e.x0 == e[k].x0);
+    CHECK(std::abs(q[k].z0) <= 0.7);
+    CHECK(q[k].c >= 0.05);
+    CHECK(q[k].c <= 0.55);
+  }
+  // A slice through an ellipsoid's centre holds its ellipse; beyond its height, nothing.
+  CHECK(pnp::ellipsoid_slice({q[0]}, q[0].z0).size() == 1);
+  CHECK(pnp::ellipsoid_slice({q[0]}, q[0].z0 + 1.01 * q[0].c).empty());
+  auto v = pnp::random_ellipsoid_volume(24, 6, 11);
+  REQUIRE(v.size() == size_t(24 * 24 * 24));
+  CHECK(v == pnp::random_ellipsoid_volume(24, 6, 11));
+  auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  CHECK(*lo == 0.0f);
+  CHECK(*hi == 1.0f);
+
+  pnp::SceneOptions o;
+  const int64_t n = 48;
+  auto whole = pnp::random_scene_volume(n, 5, o, {0, 0, n, n}, 0, n);
+  REQUIRE(whole.size() == size_t(n * n * n));
+  CHECK(whole == pnp::random_scene_volume(n, 5, o, {0, 0, n, n}, 0, n));
+  CHECK(whole != pnp::random_scene_volume(n, 6, o, {0, 0, n, n}, 0, n));
+  // A window of slices [z0, z0 + d) is the crop of the whole cube, bitwise.
+  const pnp::Window w{7, 20, 16, 24};
+  const int64_t z0 = 13, d = 9;
+  auto part = pnp::random_scene_volume(n, 5, o, w, z0, d);
+  REQUIRE(part.size() == size_t(d * w.rows * w.cols));
+  bool crop_equal = true;
+  for (int64_t z = 0; z < d; ++z)
+    for (int64_t i = 0; i < w.rows; ++i)
+      for (int64_t j = 0; j < w.cols; ++j)
+        crop_equal &= part[size_t((z * w.rows + i) * w.cols + j)] == whole[size_t(((z0 + z) * n + w.r0 + i) * n + w.c0 + j)];
+  CHECK(crop_equal);
+  // Values in [0, 1]; slices differ along z; scenes' contrasts differ.
+  double min_hi = 1, max_hi = 0;
+  for (uint64_t s = 0; s < 12; ++s) {
+    auto vol = pnp::random_scene_volume(32, s, o, {0, 0, 32, 32}, 0, 32);
+    auto [a, b] = std::minmax_element(vol.begin(), vol.end());
+    CHECK(*a >= 0.0f);
+    CHECK(*b <= 1.0f);
+    min_hi = std::min(min_hi, double(*b)), max_hi = std::max(max_hi, double(*b));
+    double diff = 0;
+    for (size_t k = 0; k < size_t(32 * 32); ++k) diff += std::abs(vol[k + size_t(4 * 32 * 32)] - vol[k + size_t(27 * 32 * 32)]);
+    CHECK(diff > 0);
+  }
+  CHECK(max_hi - min_hi > 0.2);
+  CHECK_THROWS_AS(pnp::random_scene_volume(n, 5, o, w, 45, 9), pnp::InputError);
+}

@@ -251,6 +251,57 @@ TEST_CASE("validation set: held-out ellipse phantoms at the given sigma") {
   CHECK(mean_psnr(a.clean, a.clean) > 150);
 }
 
+TEST_CASE("3D: patch^3 crops of random volumes, the 3D forward equals the eager executor, a 3D DnCNN trains and loads") {
+  auto dir = test::scratch_dir("train_3d");
+  TrainConfig c = tiny(dir);
+  c.model.dim = 3;
+  c.data.patch = 16;
+  c.data.batch = 3;
+  c.data.scale_min = 16;
+  c.data.scale_max = 40;
+  c.validation.size = 16;
+  BatchSource src(c);
+  Batch a = src.batch(2);
+  CHECK(a.clean.sizes().vec() == std::vector<int64_t>{3, 1, 16, 16, 16});
+  CHECK(at::equal(a.clean, BatchSource(c).batch(2).clean));
+  CHECK_FALSE(at::equal(a.clean, src.batch(3).clean));
+  CHECK(a.clean.min().item<float>() >= 0.0f);
+  CHECK(a.clean.max().item<float>() <= 1.0f);
+  // Volumes, not stacks of one image: the slices of a crop differ.
+  CHECK((a.clean.select(2, 0) - a.clean.select(2, 15)).abs().max().item<float>() > 0.0f);
+  CHECK(src.describe().find("random volumes") != std::string::npos);
+  // The held-out set: random-ellipsoid volumes.
+  ValidationSet vs = make_validation_set(c.validation, 1, 3);
+  CHECK(vs.clean.sizes().vec() == std::vector<int64_t>{2, 1, 16, 16, 16});
+  CHECK(vs.noisy_psnr == doctest::Approx(-20 * std::log10(c.validation.sigma)).epsilon(0.03));
+  // The 3D forward against the eager executor, on a 3D graph.
+  nn::Graph g = nn::build(model_spec(c.model));
+  REQUIRE(g.dim == 3);
+  nn::Weights w = nn::init_weights(g, 3);
+  TrainableModel m(g, w, at::kCPU);
+  at::Tensor x = at::rand({2, 1, 16, 16, 16}, at::kFloat), sigma = at::full({2}, 0.05, at::kFloat);
+  CHECK(at::allclose(m.forward(x, sigma, false), nn::make_eager(g, w, at::kCPU)->forward(x, 0.05), 1e-5, 1e-6));
+  // A short training: the loss falls, and the weights load into the graph pnp_recon builds for
+  // denoiser.dim = 3.
+  c.train.steps = 8;
+  c.validation.every = 0;
+  c.output.progress = true;
+  std::ostringstream log;
+  TrainResult r = run_training(c, log);
+  REQUIRE(r.finished);
+  CHECK(r.loss.back() < r.loss.front());
+  CHECK(log.str().find("random-ellipsoid volumes 16^3") != std::string::npos);
+  CHECK_NOTHROW(nn::load_weights(c.output.weights, g));
+  // A 2D graph cannot take them.
+  TrainConfig flat = c;
+  flat.model.dim = 2;
+  CHECK_THROWS_AS(nn::load_weights(c.output.weights, nn::build(model_spec(flat.model))), InputError);
+  // 2D image stacks do not feed a 3D model.
+  const std::string stack_error = error_of("[model]\ndim = 3\n[data]\nstack = \"" + c.output.weights + "\"\n");
+  CAPTURE(stack_error);
+  CHECK(stack_error.find("model.dim = 3") != std::string::npos);
+}
+
 TEST_CASE("a time budget cuts the schedule after the warm-up and the run finishes inside it") {
   auto dir = test::scratch_dir("train_budget");
   TrainConfig c = tiny(dir);
@@ -258,6 +309,7 @@ TEST_CASE("a time budget cuts the schedule after the warm-up and the run finishe
   c.train.warmup = 6;
   c.train.time_budget = 1.0;
   c.validation.every = 0;
+  c.output.progress = true;
   std::ostringstream log;
   TrainResult r = run_training(c, log);
   CHECK(r.finished);
