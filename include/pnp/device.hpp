@@ -3,11 +3,13 @@
 // provenance and cache keys record.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace pnp {
 
@@ -35,6 +37,12 @@ void count_host_allocations();
 // bound on the device, and an 80 GB card runs as a 40 GB one would. No effect on the CPU or
 // when bytes <= 0 or >= the device's memory.
 void limit_device_memory(c10::Device d, double bytes);
+// A float32 tensor of `shape` in host memory, outside the device's: for a CUDA device pinned (its
+// copies to and from the device can run asynchronously, on a stream of their own); for the CPU
+// allocated apart from LibTorch's allocator, so that a streamed volume's slab held here is not
+// counted as the device's memory (device_peak_bytes) on a machine without a GPU either. Not
+// initialised.
+at::Tensor host_store(const std::vector<int64_t>& shape, c10::Device d);
 int64_t host_peak_bytes();
 void reset_host_peak();
 // A CUDA device's UUID as hex digits (stable whatever CUDA_VISIBLE_DEVICES numbers it); "cpu".

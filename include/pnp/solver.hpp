@@ -115,9 +115,10 @@ void resolve_problem_sizes(Config& cfg);
 // every rank's (the truth's range). Simulated: pnp's 3D Shepp-Logan, slice s projected as its own
 // 2D problem with noise seed problem.seed + 1000003 s (as pnp_phantom --slices writes it); read:
 // the slab's sinograms alone (io::read_volume_slab: flat and dark fields, -log) and its tile of
-// the ground truth.
+// the ground truth. host_resident (a streamed slab, MemoryPlan::stream): the slab's data and
+// truth stay in host memory (host_store), made a slice at a time on the device.
 Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device,
-                      Communicator* comm = nullptr, Communicator* world = nullptr);
+                      Communicator* comm = nullptr, Communicator* world = nullptr, bool host_resident = false);
 
 // ---- Denoiser ---------------------------------------------------------------------------
 
@@ -211,7 +212,11 @@ std::string remove_own_checkpoint(const std::string& path);
 //   margin       on the CPU only, 3 % of the rest.
 // A volume's slab multiplies the solver's and the quality monitor's terms by its slices, and the
 // denoiser's by the slices of one call: the most that fit the limit (or MemoryContext::capacity),
-// whole tiles first; patches only when one slice's whole tile does not fit.
+// whole tiles first; patches only when one slice's whole tile does not fit. A slab (2D
+// denoiser) that does not fit even so, under the limit or on a GPU its memory, is streamed: the
+// largest group of slices that fits (staging for the next group's upload and the last one's
+// download counted) is resident, the slab in host memory; a limit not even one slice meets is
+// refused with the streamed minimum.
 // With memory_limit_gb > 0 and patch_size = 0 the patches are chosen to fit the limit with the
 // least redundant work: the whole tile when it fits, else the rows x cols counts of patches
 // whose computed pixels are fewest (rectangular patches, every one of the same extent where
@@ -225,6 +230,9 @@ struct MemoryPlan {
   // A volume's slab: slices per denoiser call (the most that fit), in `batches` calls of nearly
   // equal size per patch; 1 and 1 for one image.
   int64_t batch = 1, batches = 1;
+  // A volume's slab larger than the device's budget, streamed: its slices in `stream_groups`
+  // groups of `stream` slices on the device at once, the slab in host memory (0 and 0: resident).
+  int64_t stream = 0, stream_groups = 0;
   double redundancy = 1;  // pixels the patches compute / pixels of the extended tile (1: whole tile)
   double solver = 0, quality = 0, weights = 0, activations = 0, workspace = 0, patching = 0, other = 0;
   double margin = 0;  // on the CPU, 3 % of the rest: oneDNN's buffers vary with the instruction set
@@ -239,6 +247,7 @@ struct MemoryContext {
   bool cuda = true;                   // the device (the eager executor's workspaces differ)
   int64_t slices = 1;                 // a volume's slab on this rank (1: one image)
   int64_t depth = 0;                  // a 3D denoiser's slices per call: the z-extended slab (0: 2D)
+  int64_t stream = 0;                 // estimate_memory: `slices` are a streamed slab's group (plan_memory decides)
   // A volume without denoiser.memory_limit_gb: its denoiser batch fits this many bytes (the
   // device's memory); 0 = the whole slab in one call.
   double capacity = 0;

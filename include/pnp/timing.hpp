@@ -28,6 +28,8 @@ class PhaseTimer {
   int phase_index(const std::string& name) const;
 
   void begin_iteration(int64_t it);
+  // A phase may run several times in one iteration (a streamed volume's groups): its seconds
+  // are the sum of its runs.
   void start(int phase);
   void stop(int phase);
   void end_iteration();
@@ -58,7 +60,7 @@ class PhaseTimer {
   };
   struct Marks {
     int64_t it = 0;
-    std::vector<Mark> starts, stops;  // [phase]
+    std::vector<std::vector<Mark>> starts, stops;  // [phase][each time it ran in the iteration]
     Mark begin, end;
   };
   Mark mark();

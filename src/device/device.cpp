@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +55,15 @@ int64_t device_peak_bytes(c10::Device d) {
 #endif
   if (d.is_cpu()) return host_peak_bytes();
   return 0;
+}
+
+at::Tensor host_store(const std::vector<int64_t>& shape, c10::Device d) {
+  if (d.is_cuda()) return at::empty(shape, at::TensorOptions().dtype(at::kFloat).pinned_memory(true));
+  int64_t n = 1;
+  for (int64_t v : shape) n *= v;
+  float* p = static_cast<float*>(std::malloc(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float)));
+  if (!p) throw Error("host memory: " + human_bytes(4.0 * static_cast<double>(n)) + " for a streamed slab could not be allocated");
+  return at::from_blob(p, shape, [](void* q) { std::free(q); }, at::TensorOptions().dtype(at::kFloat));
 }
 
 void limit_device_memory(c10::Device d, double bytes) {

@@ -1,5 +1,7 @@
 #include "checkpoint.hpp"
 
+#include "pnp/device.hpp"
+
 #include <cmath>
 #include <filesystem>
 
@@ -121,7 +123,9 @@ Checkpoint read_checkpoint(const std::string& path, const std::string& identity,
     if (io::shape_of(f, "/image") != want) throw InputError("/image is not " + shape_string(want));
     auto img = io::read<float>(f, "/image");
     require_finite(img.data, "/image", path);
-    c.image = at::from_blob(img.data.data(), want, at::kFloat).clone();
+    // in host memory, apart from the device's (on a CPU device too: not counted as its memory)
+    c.image = host_store(want, c10::Device(c10::kCPU));
+    c.image.copy_(at::from_blob(img.data.data(), want, at::kFloat));
     const std::vector<std::pair<const char*, std::vector<double>*>> metrics = {
         {"psnr", &c.psnr}, {"ssim", &c.ssim}, {"residual", &c.residual}, {"sigma", &c.sigma}};
     for (const auto& [name, v] : metrics) {

@@ -17,6 +17,7 @@
 #include "pnp/watchdog.hpp"
 #include "quality.hpp"
 #include "regions.hpp"
+#include "stream.hpp"
 
 namespace pnp {
 
@@ -64,17 +65,31 @@ double step_size(const Config& cfg, const Problem& prob, const Box& own, Communi
   return cfg.solver.step_scale / r.norm;
 }
 
-// One image [rows, cols], or a volume's slab [slices, rows, cols] slice by slice.
-at::Tensor initial_image(const Config& cfg, const Problem& prob, const Box& own, double step, at::TensorOptions opts) {
-  auto one = [&](const at::Tensor& y) {
-    if (cfg.solver.init == "zeros") return at::zeros({own.rows(), own.cols()}, opts);
-    if (cfg.solver.init == "backprojection") return physics::adjoint(y, prob.geom, own) * step;
-    return physics::fbp(y, prob.geom, own, physics::parse_fbp_filter(cfg.solver.fbp_filter)).to(at::kFloat);
-  };
-  if (!prob.volume()) return one(prob.y).contiguous();
-  at::Tensor x = at::empty({prob.y.size(0), own.rows(), own.cols()}, opts);
-  for (int64_t s = 0; s < x.size(0); ++s) x[s].copy_(one(prob.y[s]));
+// The initial image of one sinogram y (on the device).
+at::Tensor initial_slice(const Config& cfg, const Problem& prob, const Box& own, double step, const at::Tensor& y,
+                         at::TensorOptions opts) {
+  if (cfg.solver.init == "zeros") return at::zeros({own.rows(), own.cols()}, opts);
+  if (cfg.solver.init == "backprojection") return physics::adjoint(y, prob.geom, own) * step;
+  return physics::fbp(y, prob.geom, own, physics::parse_fbp_filter(cfg.solver.fbp_filter)).to(at::kFloat);
+}
+
+// One image [rows, cols], or a volume's slab [slices, rows, cols] slice by slice, into `into`
+// when given (a streamed slab's host store; its sinograms in host memory too).
+at::Tensor initial_image(const Config& cfg, const Problem& prob, const Box& own, double step, at::TensorOptions opts,
+                         at::Tensor into = {}) {
+  if (!prob.volume()) return initial_slice(cfg, prob, own, step, prob.y, opts).contiguous();
+  at::Tensor x = into.defined() ? into : at::empty({prob.y.size(0), own.rows(), own.cols()}, opts);
+  for (int64_t s = 0; s < x.size(0); ++s) x[s].copy_(initial_slice(cfg, prob, own, step, prob.y[s].to(opts.device()), opts));
   return x;
+}
+
+// Whether every value of x is finite, a slice at a time (a streamed slab's, in host memory,
+// without a slab-sized temporary).
+bool all_finite(const at::Tensor& x) {
+  if (x.dim() < 3) return at::isfinite(x).all().item<bool>();
+  for (int64_t s = 0; s < x.size(0); ++s)
+    if (!at::isfinite(x[s]).all().item<bool>()) return false;
+  return true;
 }
 
 // Rank 0's progress line. On a GPU the loop only queues work, so the per-iteration figure is
@@ -216,8 +231,10 @@ class PnpLoop {
     LoopState& s;
     QualityMonitor& quality;
     PhaseTimer& timer;
+    GradientRegion& gradient;
     DenoiseRegion& denoise;
     StepRunner& runner;
+    SlabStream* stream;  // a streamed slab (its iterate in host memory), else null
   };
   PnpLoop(const Parts& p, Clock::time_point t_start, double setup_seconds)
       : p_(p), cfg_(p.cfg), rec_(p.rec), rank_(p.comm.rank()), ranks_(p.comm.size()),
@@ -257,14 +274,18 @@ class PnpLoop {
     p_.timer.begin_iteration(it);
     const int64_t k = it - start_;  // iterations of this run: the first one is the warm-up
     const bool replay = p_.runner.replays(k) && p_.runner.captured();
-    p_.runner.run(k);
+    const int64_t every = cfg_.solver.metrics_every;
+    const bool metrics = every > 0 && ((it + 1) % every == 0 || it + 1 == iters_);
+    QualityMonitor::Sums sums;  // a streamed slab's metrics, summed over its groups as they pass
+    if (p_.stream)
+      p_.stream->run(p_.s, p_.gradient, p_.denoise, &p_.timer, metrics ? &p_.quality : nullptr, &sums);
+    else
+      p_.runner.run(k);
     p_.timer.end_iteration();
     rec_.bytes_per_iteration[static_cast<size_t>(it)] =
         static_cast<double>(replay ? p_.runner.capture_bytes() : loop_bytes() - bytes_it);
 
-    const int64_t every = cfg_.solver.metrics_every;
-    const bool metrics = every > 0 && ((it + 1) % every == 0 || it + 1 == iters_);
-    if (metrics) measure(it);
+    if (metrics) measure(it, sums);
     if (k == 0 && p_.runner.capturing() && iters_ - start_ > 1) p_.runner.capture();  // compile, part 2
     if (k == 0) {
       // The first iteration includes setup, the step-size estimate and compile: measured to its end.
@@ -277,12 +298,20 @@ class PnpLoop {
     return done != iters_ && !stop_after(done);
   }
 
-  void measure(int64_t it) {
+  // The iterate: the loop's, or a streamed slab's in host memory (complete).
+  const at::Tensor& image() const {
+    if (!p_.stream) return p_.s.x;
+    p_.stream->sync();
+    return p_.stream->x();
+  }
+
+  void measure(int64_t it, const QualityMonitor::Sums& streamed) {
     const size_t i = static_cast<size_t>(it);
     Watchdog::beat("metrics");
     // The metrics' own peak (between two phases: the phases' peaks are read already).
     reset_device_peak(p_.device);
-    const bool finite = p_.quality.measure(p_.s.x, p_.s.p, rec_.residual[i], rec_.psnr[i], rec_.ssim[i]);
+    const bool finite = p_.stream ? p_.quality.finish(streamed, rec_.residual[i], rec_.psnr[i], rec_.ssim[i])
+                                  : p_.quality.measure(p_.s.x, p_.s.p, rec_.residual[i], rec_.psnr[i], rec_.ssim[i]);
     rec_.metrics_peak_bytes = std::max(rec_.metrics_peak_bytes, device_peak_bytes(p_.device));
     if (!finite)
       throw CollectiveError("the iteration diverged: the residual or the image is not finite after iteration " +
@@ -346,7 +375,7 @@ class PnpLoop {
     c.step = rec_.step;
     c.first_iteration = p_.resume ? p_.resume->first_iteration : rec_.first_iteration;
     c.compile = compile_seconds();
-    c.image = p_.comm.gather_tiles(p_.s.x, p_.d);
+    c.image = p_.comm.gather_tiles(image(), p_.d);
     auto head = [&](const std::vector<double>& v) { return std::vector<double>(v.begin(), v.begin() + done); };
     c.psnr = head(rec_.psnr), c.ssim = head(rec_.ssim), c.residual = head(rec_.residual), c.sigma = head(rec_.sigma);
     for (auto* v : p_.series) c.series.push_back(gather_columns(p_.comm, head(*v)));
@@ -368,13 +397,13 @@ class PnpLoop {
       rec_.segments.push_back(this_segment(iters_));
       // An image that is not finite must not be written as a result (no metrics would say so
       // when solver.metrics_every = 0).
-      const double bad = at::isfinite(p_.s.x).all().item<bool>() ? 0.0 : 1.0;
+      const double bad = all_finite(image()) ? 0.0 : 1.0;
       if ((ranks_ > 1 ? p_.comm.max(bad) : bad) > 0)  // agreed: every rank throws, none aborts
         throw CollectiveError("the iteration diverged: the final image holds non-finite values (lower "
                               "solver.step_scale, or clamp with solver.clamp)", /*input_error=*/true);
     }
     if (p_.resume) rec_.first_iteration = p_.resume->first_iteration;
-    rec_.x_own = p_.s.x;
+    rec_.x_own = image();
     rec_.compile_seconds = compile_seconds();
     rec_.graphs_captured = p_.runner.captured();
     // the phases', the set-up's, and what came after the last phase (the last metrics)
@@ -407,27 +436,11 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   rec.setup.emplace_back("step_size", since(t_step));
   set_clamp_bounds(cfg, prob, rec);
 
-  LoopState s;
-  const auto t_init = Clock::now();  // the initial image: from the checkpoint or solver.init
-  if (resume) {
-    at::Tensor img = resume->image;  // [n, n], or a volume's [slices, n, n]
-    if (prob.volume()) img = img.narrow(0, prob.z0, prob.y.size(0));
-    s.x = img.narrow(-2, own.r0, own.rows()).narrow(-1, own.c0, own.cols()).contiguous().to(device);
-    restore_record(*resume, rank, ranks, series, rec);
-  } else {
-    s.x = initial_image(cfg, prob, own, rec.step, opts);
-  }
-  CallTimer(device).sync();  // the image is made on the device: its time, not its launch
-  rec.setup.emplace_back("initial_image", since(t_init));
   // A 3D denoiser: the slab's z-halo (the slices of the neighbouring slabs it needs).
   const bool z3 = prob.volume() && den.graph.dim == 3;
   const auto [e0, e1] = z3 ? d.z.ext(rank) : std::pair<int64_t, int64_t>{prob.z0, prob.z0 + (prob.volume() ? prob.y.size(0) : 1)};
-  allocate_buffers(s, me, prob, opts, prob.z0 - e0, e1 - e0);
-  QualityMonitor quality(prob, d, plane, comm, opts);
-
-  PhaseTimer timer(device, timer_slots(), iters);
-  // Patch size (and a volume's slices per call): the plan's, or as configured, or chosen within
-  // denoiser.memory_limit_gb.
+  // Patch size (and a volume's slices per call, or its streaming): the plan's, or as configured,
+  // or chosen within denoiser.memory_limit_gb.
   if (memory) {
     rec.memory = *memory;
   } else {
@@ -438,17 +451,50 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
     if (z3) mctx.depth = e1 - e0;
     rec.memory = plan_memory(cfg, den.graph, me, mctx);
   }
+  const int64_t resident = rec.memory.stream;  // a streamed slab's group (0: the slab resident)
+
+  LoopState s;
+  std::unique_ptr<SlabStream> stream;
+  const auto t_init = Clock::now();  // the initial image: from the checkpoint or solver.init
+  at::Tensor x0;  // a streamed slab's iterate, in host memory
+  if (resident > 0) x0 = host_store({prob.y.size(0), own.rows(), own.cols()}, device);
+  if (resume) {
+    at::Tensor img = resume->image;  // [n, n], or a volume's [slices, n, n]
+    if (prob.volume()) img = img.narrow(0, prob.z0, prob.y.size(0));
+    img = img.narrow(-2, own.r0, own.rows()).narrow(-1, own.c0, own.cols());
+    if (resident > 0)
+      x0.copy_(img);
+    else
+      s.x = img.contiguous().to(device);
+    restore_record(*resume, rank, ranks, series, rec);
+  } else {
+    at::Tensor x = initial_image(cfg, prob, own, rec.step, opts, x0);
+    if (resident == 0) s.x = x;
+  }
+  CallTimer(device).sync();  // the image is made on the device: its time, not its launch
+  rec.setup.emplace_back("initial_image", since(t_init));
+  if (resident > 0) {
+    stream = std::make_unique<SlabStream>(prob, x0, resident, device);
+    s.x = at::empty({resident, own.rows(), own.cols()}, opts);
+  }
+  const Problem& loop_prob = stream ? stream->group() : prob;  // the regions' problem
+  allocate_buffers(s, me, loop_prob, opts, prob.z0 - e0, resident > 0 ? resident : e1 - e0);
+  QualityMonitor quality(prob, d, plane, comm, opts, resident);
+
+  PhaseTimer timer(device, timer_slots(), iters);
   if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
 
-  const std::vector<int64_t> lead = prob.volume() ? std::vector<int64_t>{prob.y.size(0)} : std::vector<int64_t>{};
+  const std::vector<int64_t> lead = prob.volume() ? std::vector<int64_t>{loop_prob.y.size(0)} : std::vector<int64_t>{};
   HaloPlan halo(plane, d, opts, lead);
-  GradientRegion gradient(prob, own, plane, s, rec.step);
+  GradientRegion gradient(loop_prob, own, plane, s, rec.step);
   std::unique_ptr<ZHaloPlan> zhalo;
   if (z3) zhalo = std::make_unique<ZHaloPlan>(comm, d.z, opts, std::vector<int64_t>{me.ext.rows(), me.ext.cols()});
   DenoiseRegion denoise(me, halo, den, s, denoise_settings(cfg, rec, start), zhalo.get(), prob.z0 - e0);
-  StepRunner runner(cfg.compile.mode, cfg.compile.cuda_graphs, device, plane, gradient, denoise, timer);
+  StepRunner runner(stream ? CompileMode::pre : cfg.compile.mode, cfg.compile.cuda_graphs, device, plane, gradient,
+                    denoise, timer);
   rec.setup_peak_bytes = device_peak_bytes(device);  // the timer's first phase resets it
-  const PnpLoop::Parts parts{cfg, d, comm, plane, prob, den, device, resume, rec, series, s, quality, timer, denoise, runner};
+  const PnpLoop::Parts parts{cfg,    d,     comm,    plane,   prob,   den,    device,       resume,
+                             rec,    series, s,      quality, timer,  gradient, denoise,   runner, stream.get()};
   PnpLoop(parts, t_start, setup_seconds).run();
   return rec;
 }

@@ -88,6 +88,9 @@ std::string MemoryPlan::describe() const {
   if (other > 0) o += ", other stages +" + human_bytes(other);
   if (margin > 0) o += ", margin " + human_bytes(margin);
   o += ")";
+  if (stream > 0)
+    o += ", streamed: " + std::to_string(stream) + " slice(s) on the device at once (" + std::to_string(stream_groups) +
+         " groups per iteration, the slab in host memory)";
   if (batches > 1 || batch > 1)
     o += ", " + std::to_string(batch) + " slice(s) per denoiser call (" + std::to_string(batches) + " call(s) per pass)";
   if (patched()) {
@@ -107,7 +110,8 @@ namespace {
 // The estimate of one rank's tile for any tiling of its axes (walks cached per patch shape).
 class Estimator {
  public:
-  Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx);
+  // streamed: ctx.slices are a group of a streamed slab, with its staging buffers.
+  Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx, bool streamed);
   // The estimate with the slab's slices denoised `batch` at a time (nearly equal calls).
   MemoryPlan operator()(const AxisTiling& tr, const AxisTiling& tc, int64_t batch = 1);
   int64_t slices() const { return slices_; }
@@ -129,7 +133,7 @@ class Estimator {
   std::map<std::array<int64_t, 3>, roofline::ActivationMemory> walks_;
 };
 
-Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx)
+Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx, bool streamed)
     : g_(g), ext_(tile.ext), slices_(std::max<int64_t>(ctx.slices, 1)), depth_(ctx.depth), cuda_(ctx.cuda) {
   const auto& dc = cfg.denoiser;
   const Box& own = tile.own;
@@ -147,6 +151,9 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   const double S = static_cast<double>(slices_);
   // (a 3D denoiser's extended z holds its z-halo's slices too)
   base_.solver = 4.0 * (S * (3 * own_px + 2 * sino) + static_cast<double>(std::max(depth_, slices_)) * ext_px_) + kSmallBytes;
+  // a streamed group's staging: the next group's iterate and data coming in, the last one's
+  // iterate going out (the slab itself is in host memory)
+  if (streamed) base_.solver += 4.0 * S * (2 * own_px + sino);
   const int64_t r = metrics::SsimOptions{}.radius(), n = cfg.problem.size;
   const bool measured = cfg.solver.metrics_every > 0;  // the quality monitor's boxes exist regardless
   if (ctx.truth && !own.empty()) {
@@ -244,15 +251,18 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
 
 }  // namespace
 
-MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx,
-                           int64_t patch_rows, int64_t patch_cols) {
-  Estimator est(cfg, g, tile, ctx);
-  return est(est.rows(patch_rows), est.cols(patch_cols));
-}
+namespace {
 
-MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx) {
+// The plan with ctx.slices slices resident: the batch, then the patches. `fits`: within the
+// limit (always, without one); else `least` is the smallest estimate any tiling reaches.
+struct Fit {
+  MemoryPlan plan, whole, least;
+  bool fits = true;
+};
+
+Fit plan_resident(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx, bool streamed) {
   const auto& dc = cfg.denoiser;
-  Estimator est(cfg, g, tile, ctx);
+  Estimator est(cfg, g, tile, ctx, streamed);
   const double limit = dc.memory_limit_gb * 1e9;
   // A volume's slab: the most slices per call that fit (whole tiles), else one at a time.
   const double room = limit > 0 ? limit : ctx.capacity;
@@ -269,19 +279,25 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
     }
     batch = lo;
   }
-  if (dc.patch_size > 0) return est(est.rows(dc.patch_size), est.cols(dc.patch_size), batch);
-  const MemoryPlan whole = est(est.rows(0), est.cols(0), batch);
-  if (limit <= 0 || whole.total() <= limit) return whole;
+  Fit f;
+  if (dc.patch_size > 0) {
+    f.plan = f.whole = f.least = est(est.rows(dc.patch_size), est.cols(dc.patch_size), batch);
+    return f;
+  }
+  f.whole = est(est.rows(0), est.cols(0), batch);
+  if (limit <= 0 || f.whole.total() <= limit) {
+    f.plan = f.least = f.whole;
+    return f;
+  }
 
   // The fewest computed pixels within the limit: for each row tiling (fewest patches first),
   // the column tiling with the fewest patches that fits (memory falls as patches shrink), until
   // the row tiling's own work already exceeds the best found.
   const auto rows = est.row_tilings(), cols = est.col_tilings();
   const double ext_cols = static_cast<double>(tile.ext.cols()), ext_px = static_cast<double>(tile.ext.size());
-  MemoryPlan best;
   bool found = false;
   for (const auto& tr : rows) {
-    if (found && static_cast<double>(tr.computed) * ext_cols / ext_px >= best.redundancy) break;
+    if (found && static_cast<double>(tr.computed) * ext_cols / ext_px >= f.plan.redundancy) break;
     if (est(tr, cols.back()).total() > limit) continue;
     size_t lo = 0, hi = cols.size() - 1;  // cols[hi] fits
     while (lo < hi) {
@@ -292,14 +308,73 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
         lo = mid + 1;
     }
     const MemoryPlan m = est(tr, cols[hi]);
-    if (!found || m.redundancy < best.redundancy || (m.redundancy == best.redundancy && m.patches < best.patches))
-      best = m, found = true;
+    if (!found || m.redundancy < f.plan.redundancy || (m.redundancy == f.plan.redundancy && m.patches < f.plan.patches))
+      f.plan = m, found = true;
   }
-  if (found) return best;
-  const MemoryPlan least = est(rows.back(), cols.back());
+  f.fits = found;
+  f.least = found ? f.plan : est(rows.back(), cols.back());
+  return f;
+}
+
+}  // namespace
+
+MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx,
+                           int64_t patch_rows, int64_t patch_cols) {
+  Estimator est(cfg, g, tile, ctx, ctx.stream > 0);
+  return est(est.rows(patch_rows), est.cols(patch_cols));
+}
+
+MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx) {
+  const auto& dc = cfg.denoiser;
+  const double limit = dc.memory_limit_gb * 1e9;
+  const Fit all = plan_resident(cfg, g, tile, ctx, false);
+  // A volume's slab that does not fit the limit (or, on a GPU, its memory) whole, or only in
+  // patches that a group of its slices would not need, streams through the device: the most
+  // slices per group that fit with the least redundant work, in groups of nearly equal size.
+  const double room = limit > 0 ? limit : ctx.cuda ? ctx.capacity : 0;
+  const bool streamable = ctx.slices > 1 && ctx.depth == 0 && dc.patch_size == 0;
+  if (streamable && room > 0 && (!all.fits || all.plan.total() > room || all.plan.patched())) {
+    auto group = [&](int64_t resident) {
+      MemoryContext c = ctx;
+      c.slices = resident;
+      Fit f = plan_resident(cfg, g, tile, c, true);
+      f.fits = f.fits && f.plan.total() <= room;
+      return f;
+    };
+    Fit one = group(1);
+    const bool resident_fits = all.fits && all.plan.total() <= room;
+    if (one.fits && (!resident_fits || one.plan.redundancy < all.plan.redundancy)) {
+      const double least_work = one.plan.redundancy;  // a group's room shrinks as it grows
+      int64_t lo = 1, hi = ctx.slices - 1;  // the largest group that fits with the least work
+      while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        const Fit f = group(mid);
+        if (f.fits && f.plan.redundancy <= least_work)
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      const int64_t groups = (ctx.slices + lo - 1) / lo;
+      Fit f = group((ctx.slices + groups - 1) / groups);  // nearly equal groups
+      f.plan.stream = (ctx.slices + groups - 1) / groups;
+      f.plan.stream_groups = groups;
+      return f.plan;
+    }
+    if (!one.fits && !resident_fits && limit > 0) {  // not even one slice at a time: the streamed minimum
+      const MemoryPlan& least = one.least;
+      throw InputError("denoiser.memory_limit_gb = " + std::to_string(dc.memory_limit_gb) + " GB is too small for slab " +
+                       std::to_string(ctx.slices) + " x " + to_string(tile.ext) + ": the whole slab needs " +
+                       all.whole.describe() + "; streamed one slice at a time, with the smallest patches, it still needs " +
+                       human_bytes(least.total()) + ". The smallest limit that would do is denoiser.memory_limit_gb = " +
+                       gb(least.total()) + ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
+    }
+  }
+  if (all.fits) return all.plan;
+  const MemoryPlan& least = all.least;
+  Estimator est(cfg, g, tile, ctx, false);
   const int64_t ov = round_up(est.overlap(), est.align());
   throw InputError("denoiser.memory_limit_gb = " + std::to_string(dc.memory_limit_gb) + " GB is too small for tile " +
-                   to_string(tile.ext) + ": the whole tile needs " + whole.describe() + "; the smallest patches (" +
+                   to_string(tile.ext) + ": the whole tile needs " + all.whole.describe() + "; the smallest patches (" +
                    std::to_string(2 * ov + est.align()) + " px = 2 x overlap " + std::to_string(ov) + " + alignment " +
                    std::to_string(est.align()) + ") still need " + human_bytes(least.total()) +
                    ". The smallest limit that would do is denoiser.memory_limit_gb = " + gb(least.total()) +

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "pnp/messages.hpp"
+#include "pnp/device.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/synthetic.hpp"
 #include "pnp/validate.hpp"
@@ -203,7 +204,7 @@ std::pair<double, double> global_range(const at::Tensor& truth, Communicator* wo
 
 // A volume's slab on world rank `rank` (setup_problem).
 Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::Device device, Communicator* plane,
-                     Communicator* world) {
+                     Communicator* world, bool host_resident) {
   const ProblemConfig& p = cfg.problem;
   const Box& own = d.tile_of(rank).own;
   const auto [z0, z1] = d.z.range(rank);
@@ -211,18 +212,27 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
   Problem prob;
   prob.slices = d.z.slices, prob.z0 = z0;
   const auto opts = at::TensorOptions().dtype(at::kFloat);
+  // the slab's tensors: on the device, or for a streamed slab in host memory
+  auto slab_tensor = [&](int64_t a, int64_t b) {
+    return host_resident ? host_store({slab, a, b}, device) : at::empty({slab, a, b}, opts.device(device));
+  };
+  // a host tensor (read or rasterised) as the slab's: moved to the device, or kept in host memory
+  auto placed = [&](at::Tensor t) {
+    if (!host_resident) return t.to(device);
+    at::Tensor h = host_store(t.sizes().vec(), device);
+    h.copy_(t);
+    return h;
+  };
   if (p.sinogram.empty()) {
     prob.geom = physics::Geometry::standard(p.size, p.angles, p.detector);
-    prob.truth_own = at::empty({slab, own.rows(), own.cols()}, opts);
+    prob.truth_own = slab_tensor(own.rows(), own.cols());
+    prob.y = slab_tensor(prob.geom.n_angles(), prob.geom.n_det);
     const Window w{own.r0, own.c0, own.rows(), own.cols()};
-    for (int64_t s = 0; s < slab; ++s) {
-      std::vector<float> img = shepp_logan_slice_window(z0 + s, p.slices, p.size, w);
-      prob.truth_own[s].copy_(from_vector(std::move(img), {own.rows(), own.cols()}));
+    for (int64_t s = 0; s < slab; ++s) {  // each slice as pnp_phantom --slices projects it
+      const at::Tensor truth = from_vector(shepp_logan_slice_window(z0 + s, p.slices, p.size, w), {own.rows(), own.cols()}).to(device);
+      prob.truth_own[s].copy_(truth);
+      prob.y[s].copy_(noisy_projection(truth, prob.geom, own, p.noise_sigma, p.seed + 1000003 * (z0 + s), plane));
     }
-    prob.truth_own = prob.truth_own.to(device);
-    prob.y = at::empty({slab, prob.geom.n_angles(), prob.geom.n_det}, opts.device(device));
-    for (int64_t s = 0; s < slab; ++s)  // each slice as pnp_phantom --slices projects it
-      prob.y[s].copy_(noisy_projection(prob.truth_own[s], prob.geom, own, p.noise_sigma, p.seed + 1000003 * (z0 + s), plane));
     prob.angles_source = simulated_angles(p);
   } else {
     const io::VolumePaths paths = volume_paths(p);
@@ -236,7 +246,7 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
                        ": use more ranks");
     io::SlabSinograms sl = io::read_volume_slab(p.sinogram, paths, sh, z0, z1);
     prob.clipped = sl.clipped, prob.dead_bins = sl.dead_bins;
-    prob.y = from_vector(std::move(sl.sinograms.data), {slab, sh.angles(), sh.detector()}).to(device);
+    prob.y = placed(from_vector(std::move(sl.sinograms.data), {slab, sh.angles(), sh.detector()}));
     std::vector<double> theta;
     std::string warning;
     if (sh.has_theta) {
@@ -249,7 +259,7 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
       io::Array<float> gt = io::read_hyperslab<float>(f, p.ground_truth_path, {z0, own.r0, own.c0},
                                                       {slab, own.rows(), own.cols()});
       validate::require_finite(gt.data.data(), gt.shape, "'" + p.ground_truth_path + "' of " + p.sinogram);
-      prob.truth_own = from_vector(std::move(gt.data), {slab, own.rows(), own.cols()}).to(device);
+      prob.truth_own = placed(from_vector(std::move(gt.data), {slab, own.rows(), own.cols()}));
     }
   }
   prob.geom.validate();
@@ -265,9 +275,9 @@ Problem setup_volume(const Config& cfg, const Decomposition& d, int rank, at::De
 }  // namespace
 
 Problem setup_problem(const Config& cfg, const Decomposition& d, int rank, at::Device device, Communicator* comm,
-                      Communicator* world) {
+                      Communicator* world, bool host_resident) {
   const ProblemConfig& p = cfg.problem;
-  if (d.z.volume()) return setup_volume(cfg, d, rank, device, comm, world);
+  if (d.z.volume()) return setup_volume(cfg, d, rank, device, comm, world, host_resident);
   const Box& own = d.tile(rank).own;
   if (p.sinogram.empty()) {
     if (comm) return simulate_problem(p, own, device, comm);

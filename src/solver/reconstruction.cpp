@@ -142,6 +142,26 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
                          human_bytes(host) + " of host memory; run fewer ranks on rank 0's node, or split the volume "
                          "into several runs of fewer slices");
     }
+    if (m.stream > 0) {
+      // A streamed slab: its data, truth and iterate in this rank's host memory; and its groups
+      // run uncaptured (a captured graph holds one group's tensors).
+      const Box& own = p.exec.decomp.tile_of(rank).own;
+      const auto [k, det] = sinogram_dims(c);
+      const double store = 4.0 * double(z.count(rank)) * (2.0 * double(own.size()) + double(k * det));
+      const double host = host_memory_bytes() / std::max(1, local_size);
+      if (host > 0 && store > host)
+        throw InputError("rank " + std::to_string(rank) + " streams its slab of " + std::to_string(z.count(rank)) +
+                         " slices through the device from host memory: " + human_bytes(store) + ", more than its " +
+                         human_bytes(host) + " of host memory; use more ranks (or nodes)");
+      if (solver_captures(c.compile.mode, c.compile.cuda_graphs, p.device)) {
+        std::string msg = "the slab of rank " + std::to_string(rank) + " is streamed through the device (";
+        msg += m.describe();
+        msg += "), a group at a time, which a captured CUDA graph cannot follow: compile.mode = ";
+        msg += to_string(c.compile.mode);
+        msg += " captures; set compile.cuda_graphs = false, compile.mode = \"pre\", or a memory limit that holds the slab";
+        throw InputError(msg);
+      }
+    }
     if (avail > 0 && m.total() > avail)
       throw InputError("rank " + std::to_string(rank) + " needs " + m.describe() + ", more than the " + human_bytes(avail) +
                        (p.device.is_cuda() ? " of " + device_name(p.device) : std::string(" of host memory per rank")) +
@@ -191,7 +211,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   limit_device_memory(r.device_, r.cfg_.denoiser.memory_limit_gb * 1e9);
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
-    r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, &r.plane(), r.comm_.get());
+    r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, &r.plane(), r.comm_.get(), r.memory_.stream > 0);
     part("data");
     r.den_ = make_denoiser(r.cfg_, r.device_, &r.plane(), &r.decomp_);
     part("denoiser");
@@ -251,14 +271,14 @@ GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
     const MemoryPlan& m = rec.memory;
     const auto cols = gather_columns(comm, {double(m.patch_rows), double(m.patch_cols), double(m.overlap),
                                             double(m.patches), double(m.patch_shapes), m.redundancy, double(m.batch),
-                                            double(m.batches)});
-    const size_t ranks = cols.size() / 8;  // [8 x ranks] on rank 0
+                                            double(m.batches), double(m.stream), double(m.stream_groups)});
+    const size_t ranks = cols.size() / 10;  // [10 x ranks] on rank 0
     for (size_t q = 0; q < ranks; ++q) {
       auto at = [&](size_t i) { return cols[i * ranks + q]; };
       MemoryPlan p;
       p.patch_rows = int64_t(at(0)), p.patch_cols = int64_t(at(1)), p.overlap = int64_t(at(2));
       p.patches = int64_t(at(3)), p.patch_shapes = int(at(4)), p.redundancy = at(5);
-      p.batch = int64_t(at(6)), p.batches = int64_t(at(7));
+      p.batch = int64_t(at(6)), p.batches = int64_t(at(7)), p.stream = int64_t(at(8)), p.stream_groups = int64_t(at(9));
       g.memory.push_back(p);
     }
   }
