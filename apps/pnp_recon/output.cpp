@@ -123,6 +123,13 @@ void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int
               "a volume's slices per denoiser call on each rank (the most of its slab that fit the budget)");
     io::write(f, "/memory/batches", batches.data(), {ranks}, "1",
               "denoiser calls per patch over each rank's slab in one iteration (patches is per call)");
+    std::vector<int64_t> stream, groups;
+    for (const MemoryPlan& m : g.memory) stream.push_back(m.stream), groups.push_back(m.stream_groups);
+    io::write(f, "/memory/stream", stream.data(), {ranks}, "slice",
+              "a streamed slab's slices on the device at once on each rank (0: the slab resident); its slab "
+              "stays in host memory and passes through the device a group at a time");
+    io::write(f, "/memory/stream_groups", groups.data(), {ranks}, "1",
+              "groups per iteration of each rank's streamed slab (0: the slab resident)");
   }
   io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
   for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
