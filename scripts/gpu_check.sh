@@ -23,7 +23,9 @@
 #     (test/gpu/check_budget.py); and a budget below the smallest that would do is exit 2 before
 #     any work, with the smallest budget named;
 #  6. a volume (6 slices of 512²): the native backend, the slab's slices batched, equal to eager,
-#     non-blank, its memory plan bounding the peak (test/gpu/check_volume_gpu.py);
+#     non-blank, its memory plan bounding the peak (test/gpu/check_volume_gpu.py); and 32 slices of
+#     1024² under a budget that streams the slab through the GPU: equal to the resident run, its
+#     peak under the budget and the estimate;
 #  7. (hopper pass only) the sm_80 build: the CUDA libraries configured and compiled for compute
 #     capability 8.0 (build/gpu_sm80), so the A100's build stays a tested target.
 # The build: scripts/device_build.sh when .deps/ holds the carried packages (the device tool's
@@ -157,6 +159,21 @@ $py test/gpu/check_volume_gpu.py "$work/volume_pre.h5" "$work/volume_none.h5" >"
 rc=$?
 tee -a "$log" <"$work/volume.log"
 result "volume: 6 x 512², native (batched slices) equals eager, the memory plan bounds the peak" $rc
+# ... and a slab past its budget, streamed through the GPU: 32 slices of 1024² under the largest of
+# a few budgets whose plan streams them in whole tiles (--dry-run says so), against the resident run
+vol=(--set problem.slices=32 --set compile.mode='"pre"' --set solver.iterations=2 --set solver.metrics_every=1 "${strict[@]}")
+budget=
+for b in 8 6 4 3 2; do
+  if mpirun --allow-run-as-root -n 1 $bin/pnp_recon "$cfg" --dry-run --set denoiser.weights='"drunet_ct"' "${vol[@]}" \
+    --set denoiser.memory_limit_gb=$b 2>&1 | grep -q "streamed:.*whole tile"; then budget=$b; break; fi
+done
+recon volume_streamed "${vol[@]}" --set denoiser.memory_limit_gb="${budget:-2}"
+recon volume_resident "${vol[@]}"
+$py test/gpu/check_volume_gpu.py --streamed "${budget:-0}" "$work/volume_streamed.h5" "$work/volume_resident.h5" \
+  >"$work/volume_streamed.log" 2>&1
+rc=$?
+tee -a "$log" <"$work/volume_streamed.log"
+result "volume streamed: 32 x 1024² under ${budget:-no} GB, equal to the resident run, peak <= budget and estimate" $rc
 
 # 7. the sm_80 build (the portable pass has the same sources: once is enough)
 if [ "$label" = hopper ]; then
