@@ -8,7 +8,8 @@
 # - peer_sweep_h200.{png,pdf,csv}: the same over the study's whole sweep (3 networks x 6 shapes,
 #   3 channels, fp32), from docs/results/sweep_h200_*.h5;
 # - scaling_study_4096_h200.{png,pdf,csv}: the scaling model (docs/results/scaling_model_*_h200.h5);
-# - with --quality, also quality_512_cpu.{png,pdf,csv} and volume_256_cpu.{png,pdf,csv}
+# - with --quality, also quality_512_cpu.{png,pdf,csv}, volume_256_cpu.{png,pdf,csv} and
+#   volume_3d_cpu / volume_3d_slicewise_cpu.{png,pdf,csv}
 #   (docs/quality.md): their reconstructions
 #   are too large for docs/results, so they are made again on this machine's CPU first (2 ranks,
 #   $PNP_QUALITY_ITERATIONS iterations, default 40: about 10 min each on 2 cores), with
@@ -43,4 +44,16 @@ if [ "$quality" = 1 ]; then
   (cd "$work" && python3 -m pnp_postprocess reconstruction results/quality_512_cpu.h5 results/dncnn_512_cpu.h5 \
     --out "$out" --name quality_512_cpu)
   (cd "$work/results" && python3 -m pnp_postprocess volume volume_256_cpu.h5 --out "$out" --name volume_256_cpu)
+  # the 3D DnCNN (dncnn3d_ct) on 48 slices of 128², and the same volume slice by slice with the 2D
+  # dncnn_ct (input/volume_3d.toml; a few minutes)
+  vol3d() {
+    scripts/mpirun -n 2 "${PNP_BIN:-build/cpu/bin}/pnp_recon" input/volume_3d.toml --set problem.slices=48 \
+      --set distributed.device='"cpu"' --force "$@"
+  }
+  vol3d --output "$work/results/volume_3d_cpu.h5"
+  vol3d --set denoiser.dim=2 --set denoiser.features=[] --set denoiser.blocks=-1 --set denoiser.weights='"dncnn_ct"' \
+    --output "$work/results/volume_3d_slicewise_cpu.h5"
+  for v in volume_3d_cpu volume_3d_slicewise_cpu; do
+    (cd "$work/results" && python3 -m pnp_postprocess volume "$v.h5" --out "$out" --name "$v")
+  done
 fi

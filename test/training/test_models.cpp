@@ -1,9 +1,10 @@
 // The shipped models (models/*.h5): each loads into the graph its training config describes,
 // and its held-out quality is recomputed here with the eager executor (the solver's path) on the
-// validation phantoms its config names (random_ellipse_image, never in training): it must match
+// validation phantoms its config names (random_ellipse_image, or for the 3D DnCNN dncnn3d_ct
+// random_ellipsoid_volume; never in training): it must match
 // the recorded validation PSNR (drunet_ct: of its int8-stored weights, decoded by the loader). At
-// sigma 0.05 the demo's DnCNN must gain >= 6 dB over the noisy input and the study's DRUNet
-// (drunet_ct) >= 11.8 dB; drunet_ct's second noise level (the study's 0.01) is recomputed too.
+// sigma 0.05 the demo's DnCNN must gain >= 6 dB over the noisy input, the study's DRUNet
+// (drunet_ct) >= 11.8 dB and the 3D DnCNN >= MIN3D dB; drunet_ct's second noise level (the study's 0.01) is recomputed too.
 #include <ATen/ATen.h>
 #include "pnp_test.hpp"
 
@@ -17,9 +18,9 @@
 
 using namespace pnp;
 
-TEST_CASE("shipped models: loadable, held-out PSNR as recorded, DnCNN >= 6 dB and DRUNet >= 11.8 dB over the noisy input at sigma 0.05") {
-  for (std::string name : {"dncnn_ct", "drunet_ct"}) {
-    const double min_gain = name == "dncnn_ct" ? 6.0 : 11.8;
+TEST_CASE("shipped models: loadable, held-out PSNR as recorded, DnCNN >= 6 dB, DRUNet >= 11.8 dB and the 3D DnCNN >= MIN3D dB over the noisy input at sigma 0.05") {
+  for (std::string name : {"dncnn_ct", "drunet_ct", "dncnn3d_ct"}) {
+    const double min_gain = name == "dncnn_ct" ? 6.0 : name == "drunet_ct" ? 11.8 : MIN3D;
     CAPTURE(name);
     const auto path = test::source_dir() / "models" / (name + ".h5");
     REQUIRE(std::filesystem::exists(path));
@@ -41,7 +42,7 @@ TEST_CASE("shipped models: loadable, held-out PSNR as recorded, DnCNN >= 6 dB an
     nn::Graph g = nn::build(training::model_spec(cfg.model));
     nn::Weights w = nn::load_weights(path.string(), g);
     auto ex = nn::make_eager(g, w, at::kCPU);
-    training::ValidationSet vs = training::make_validation_set(cfg.validation, cfg.model.channels);
+    training::ValidationSet vs = training::make_validation_set(cfg.validation, cfg.model.channels, cfg.model.dim);
     std::vector<at::Tensor> outs;
     for (int64_t i = 0; i < vs.noisy.size(0); ++i) outs.push_back(ex->forward(vs.noisy.narrow(0, i, 1), vs.sigma));
     const double psnr = training::mean_psnr(at::cat(outs, 0), vs.clean);
