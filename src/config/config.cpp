@@ -102,7 +102,7 @@ const Schema<Config>& schema() {
       choice_field<C>("denoiser", "fp8_keep", PNP_MEMBER(C, denoiser.fp8_keep), {"none", "head", "tail", "head_tail"}, "precision = \"fp8_emulated\": the convolutions kept in fp32 (the first, the last, both, or none)"),
       int_field<C>("denoiser", "patch_size", PNP_MEMBER(C, denoiser.patch_size), 0, 1 << 20, "denoise in patches of this size; 0 = whole tile"),
       int_field<C>("denoiser", "patch_overlap", PNP_MEMBER(C, denoiser.patch_overlap), 0, 1 << 20, "patch overlap; 0 = receptive radius (exact)"),
-      float_field<C>("denoiser", "memory_limit_gb", PNP_MEMBER(C, denoiser.memory_limit_gb), 0.0, 1e6, "per-rank device memory budget in GB (10^9 bytes), held in the CUDA allocator: the denoiser runs in the patches whose estimated total fits with the least repeated work; 0 = no limit"),
+      float_field<C>("denoiser", "memory_limit_gb", PNP_MEMBER(C, denoiser.memory_limit_gb), 0.0, 1e6, "per-rank device memory budget in GB (10^9 bytes), held in the CUDA allocator: the denoiser runs in the patches whose estimated total fits with the least repeated work; a volume's slab that does not fit streams through the device from host memory, a group of slices at a time; 0 = no limit (a volume on a GPU: 90 % of its memory)"),
       int_list_field<C>("denoiser", "features", PNP_MEMBER(C, denoiser.features), 0, 8, 1, 4096, "feature counts per scale; [] = architecture default"),
       int_field<C>("denoiser", "blocks", PNP_MEMBER(C, denoiser.blocks), -1, 64, "blocks per scale (DRUNet nb); -1 = architecture default"),
 
