@@ -52,6 +52,8 @@ RECON_DATASETS = {
     "/memory/patches": ("1", False),
     "/memory/batch": ("slice", False),  # volumes
     "/memory/batches": ("1", False),
+    "/memory/stream": ("slice", False),  # volumes: a streamed slab's group (0: resident)
+    "/memory/stream_groups": ("1", False),
     "/communication/bytes_per_iteration": ("B", False),
     "/communication/bytes": ("B", False),
     "/metrics/psnr": ("dB", True),
