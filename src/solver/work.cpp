@@ -73,15 +73,18 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
     for (int r = 0; r < ranks; ++r) out.push_back(work_of(r, plan_of(r)));
     return out;
   }
-  // A volume: each world rank's slab, one call per slice (batched calls do the slices' work).
+  // A volume: each world rank's slab, one call per slice (batched calls do the slices' work); a
+  // streamed slab's groups compute their slices, the last group's overlap with the one before again.
   const int world = static_cast<int>(d.z.ranges.size()) * d.z.plane_ranks;
   for (int r = 0; r < world; ++r) {
-    DenoiserWork w = work_of(d.z.plane_rank(r), plan_of(r));
-    const double s = static_cast<double>(d.z.count(r));
-    w.flops *= s;
+    const MemoryPlan* m = plan_of(r);
+    const bool streamed = m && m->stream > 0;
+    DenoiserWork w = work_of(d.z.plane_rank(r), m);
+    const int64_t computed = streamed ? m->stream * m->stream_groups : d.z.count(r);
+    w.flops *= static_cast<double>(computed);
     w.ideal = total * static_cast<double>(d.z.slices) / world;
-    w.exchange_bytes *= d.z.count(r), w.messages *= d.z.count(r);
-    if (const MemoryPlan* m = plan_of(r)) w.patches *= m->batches;
+    w.exchange_bytes *= computed, w.messages *= computed;
+    if (m) w.patches *= m->batches * (streamed ? m->stream_groups : 1);
     out.push_back(w);
   }
   return out;

@@ -211,7 +211,7 @@ def streamed(name, ranks, budget, sets=(), extra=()):
     with h5py.File(out, "r") as f:
         r = {k: f[k][...] for k in ("/reconstruction", "/metrics/psnr", "/metrics/ssim", "/metrics/residual",
                                      "/memory/stream", "/memory/stream_groups", "/memory/peak_bytes",
-                                     "/memory/estimated_bytes")}
+                                     "/memory/estimated_bytes", "/decomposition/denoiser_flops")}
     print(f"{name}: stream {r['/memory/stream'].tolist()} x {r['/memory/stream_groups'].tolist()} groups, "
           f"peak / estimate {(r['/memory/peak_bytes'] / r['/memory/estimated_bytes']).round(3).tolist()}, "
           f"peak / budget {(r['/memory/peak_bytes'] / (budget * 1e9)).round(3).tolist()}")
@@ -225,6 +225,11 @@ if resident is not None and stream1 is not None:
             stream1["/memory/stream_groups"].tolist() != [4]:
         failures.append(f"streamed: plans {resident['/memory/stream']} and {stream1['/memory/stream']} x "
                         f"{stream1['/memory/stream_groups']} (expected 0, and 10 x 4)")
+    # the work counted: the 4 groups of 10 compute 40 slices, the 37 and the last group's overlap of 3
+    flops = float(stream1["/decomposition/denoiser_flops"][0]) / float(resident["/decomposition/denoiser_flops"][0])
+    print(f"streamed: denoiser FLOPs {flops:.4f} x the resident run's")
+    if abs(flops - 40 / 37) > 1e-9:
+        failures.append(f"streamed: denoiser FLOPs {flops} x the resident run's, expected 40/37")
     x = stream1["/reconstruction"]
     if float(x.std()) < 0.05 or float(x[18].std()) < 0.05:
         failures.append("streamed: the volume has no content")
