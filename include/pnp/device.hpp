@@ -37,6 +37,10 @@ void count_host_allocations();
 // bound on the device, and an 80 GB card runs as a 40 GB one would. No effect on the CPU or
 // when bytes <= 0 or >= the device's memory.
 void limit_device_memory(c10::Device d, double bytes);
+// Caps each of LibTorch's cuDNN convolutions at `bytes` of workspace (CUDNN_CONV_WSCAP_DBG, unless
+// it is set already), so that the memory plan's workspace term bounds theirs: before the first
+// convolution on a CUDA device; no effect elsewhere.
+void cap_conv_workspace(c10::Device d, double bytes);
 // A float32 tensor of `shape` in host memory, outside the device's: for a CUDA device pinned (its
 // copies to and from the device can run asynchronously, on a stream of their own); for the CPU
 // allocated apart from LibTorch's allocator, so that a streamed volume's slab held here is not

@@ -209,6 +209,9 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   part("communicator");
   // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device.
   limit_device_memory(r.device_, r.cfg_.denoiser.memory_limit_gb * 1e9);
+  // ... and LibTorch's convolutions (the eager executor's, the native one's fallbacks) within the
+  // plan's workspace term.
+  cap_conv_workspace(r.device_, r.memory_.workspace);
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
     r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, &r.plane(), r.comm_.get(), r.memory_.stream > 0);

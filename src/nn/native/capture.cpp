@@ -184,6 +184,10 @@ at::Tensor NativeImpl::finish_warm_up(const at::Tensor& y) {
 bool NativeImpl::capture(std::string* failed) {
   if (stride2_warm_.valid()) stride2_warm_.get();  // (no other thread's CUDA calls in a capture)
   sync();
+  // The warm-up's cached blocks back to the device: the graph allocates from a pool of its own,
+  // which cannot reuse them, and no block can be freed while the capture runs (under a budget
+  // the capture ran out of memory with a fifth of it cached but unallocated).
+  c10::cuda::CUDACachingAllocator::emptyCache();
   auto side = c10::cuda::getStreamFromPool(false, device_.index());
   graph_ = std::make_unique<at::cuda::CUDAGraph>();
   try {
