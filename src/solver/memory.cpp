@@ -249,6 +249,13 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
   return m;
 }
 
+// The bytes of denoiser.memory_limit_gb a plan may fill on ctx's device (0: no limit).
+double usable_bytes(double limit_gb, const MemoryContext& ctx) {
+  return limit_gb * 1e9 * (ctx.cuda ? kCudaBudgetShare : 1.0);
+}
+// The limit whose usable share holds `bytes`.
+double needed_limit(double bytes, const MemoryContext& ctx) { return bytes / (ctx.cuda ? kCudaBudgetShare : 1.0); }
+
 }  // namespace
 
 namespace {
@@ -263,7 +270,7 @@ struct Fit {
 Fit plan_resident(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx, bool streamed) {
   const auto& dc = cfg.denoiser;
   Estimator est(cfg, g, tile, ctx, streamed);
-  const double limit = dc.memory_limit_gb * 1e9;
+  const double limit = usable_bytes(dc.memory_limit_gb, ctx);
   // A volume's slab: the most slices per call that fit (whole tiles), else one at a time.
   const double room = limit > 0 ? limit : ctx.capacity;
   int64_t batch = est.slices();
@@ -326,7 +333,7 @@ MemoryPlan estimate_memory(const Config& cfg, const nn::Graph& g, const TilePlan
 
 MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx) {
   const auto& dc = cfg.denoiser;
-  const double limit = dc.memory_limit_gb * 1e9;
+  const double limit = usable_bytes(dc.memory_limit_gb, ctx);
   const Fit all = plan_resident(cfg, g, tile, ctx, false);
   // A volume's slab that does not fit the limit (or, on a GPU, its memory) whole, or only in
   // patches that a group of its slices would not need, streams through the device: the most
@@ -366,7 +373,7 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
                        std::to_string(ctx.slices) + " x " + to_string(tile.ext) + ": the whole slab needs " +
                        all.whole.describe() + "; streamed one slice at a time, with the smallest patches, it still needs " +
                        human_bytes(least.total()) + ". The smallest limit that would do is denoiser.memory_limit_gb = " +
-                       gb(least.total()) + ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
+                       gb(needed_limit(least.total(), ctx)) + ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
     }
   }
   if (all.fits) return all.plan;
@@ -377,7 +384,7 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
                    to_string(tile.ext) + ": the whole tile needs " + all.whole.describe() + "; the smallest patches (" +
                    std::to_string(2 * ov + est.align()) + " px = 2 x overlap " + std::to_string(ov) + " + alignment " +
                    std::to_string(est.align()) + ") still need " + human_bytes(least.total()) +
-                   ". The smallest limit that would do is denoiser.memory_limit_gb = " + gb(least.total()) +
+                   ". The smallest limit that would do is denoiser.memory_limit_gb = " + gb(needed_limit(least.total(), ctx)) +
                    ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
 }
 

@@ -238,11 +238,14 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
 
     // A limit between the smallest patches and the whole tile: the plan fits, and no tiling of
     // the two axes (every aligned patch size along each) that fits computes fewer pixels.
+    // (On a GPU, as ctx is, the plan fills at most kCudaBudgetShare of the limit.)
     c.denoiser.memory_limit_gb = 0.7 * whole.total() / 1e9;
+    const double usable = kCudaBudgetShare * c.denoiser.memory_limit_gb * 1e9;
     const MemoryPlan m = plan_memory(c, g, tile, ctx);
     CAPTURE(m.describe());
     REQUIRE(m.patched());
-    CHECK(m.total() <= c.denoiser.memory_limit_gb * 1e9);
+    CHECK(m.total() <= usable);
+    CHECK(m.total() > 0.5 * usable);
     CHECK(m.redundancy == doctest::Approx(computed_over_tile(1024, m.patch_rows, m.patch_cols, m.overlap, g.alignment())));
     const int64_t align = g.alignment(), smallest = 2 * ((m.overlap + align - 1) / align * align) + align;
     std::vector<int64_t> sizes{0};
@@ -251,7 +254,7 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     for (int64_t pr : sizes)
       for (int64_t pc : sizes) {
         const MemoryPlan e = estimate_memory(c, g, tile, ctx, pr, pc);
-        if (e.total() <= c.denoiser.memory_limit_gb * 1e9) best = std::min(best, e.redundancy);
+        if (e.total() <= usable) best = std::min(best, e.redundancy);
       }
     CHECK(m.redundancy == doctest::Approx(best));
 
@@ -284,7 +287,18 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     REQUIRE(at != std::string::npos);
     CHECK(msg.find("Raise the limit") != std::string::npos);
     c.denoiser.memory_limit_gb = std::stod(msg.substr(at + key.size()));
-    CHECK(plan_memory(c, g, tile, ctx).total() <= c.denoiser.memory_limit_gb * 1e9);
+    CHECK(plan_memory(c, g, tile, ctx).total() <= kCudaBudgetShare * c.denoiser.memory_limit_gb * 1e9);
+    // the CPU's plan may fill the whole limit: a limit just above the whole tile's estimate keeps
+    // the whole tile there, while a GPU's plan under the same limit is patched
+    MemoryContext cpu = ctx;
+    cpu.cuda = false;
+    Config on_cpu = c;
+    on_cpu.denoiser.memory_limit_gb = 0;
+    on_cpu.denoiser.memory_limit_gb = 1.0001 * plan_memory(on_cpu, g, tile, cpu).total() / 1e9;
+    CHECK_FALSE(plan_memory(on_cpu, g, tile, cpu).patched());
+    Config on_gpu = c;
+    on_gpu.denoiser.memory_limit_gb = 1.0001 * whole.total() / 1e9;
+    CHECK(plan_memory(on_gpu, g, tile, ctx).patched());
     // rounded up to two significant digits: one unit of the last one less does not do
     c.denoiser.memory_limit_gb -= std::pow(10.0, std::floor(std::log10(c.denoiser.memory_limit_gb)) - 1) * 1.0001;
     CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
@@ -304,7 +318,7 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   ctx.angles = 100, ctx.detectors = 23171;
   const MemoryPlan m = plan_memory(c, g, tile, ctx);
   MESSAGE(m.describe());
-  CHECK(m.total() <= 40e9);
+  CHECK(m.total() <= kCudaBudgetShare * 40e9);
   CHECK(m.patched());
   CHECK(m.patch_shapes == 1);
   // square patches of the largest size that fits (the plan before) computed 2.1x the pixels
@@ -324,7 +338,7 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   const MemoryPlan m8 = plan_memory(c, g, tile, ctx);
   MESSAGE(m8.describe());
   CHECK(m8.patched());
-  CHECK(m8.total() <= 6e9);
+  CHECK(m8.total() <= kCudaBudgetShare * 6e9);
   c.denoiser.memory_limit_gb = 1;
   CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
 }
