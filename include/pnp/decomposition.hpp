@@ -74,6 +74,9 @@ struct Decomposition {
 
 // Splits [0, n) into `parts` nearly equal ranges (the first n % parts get one more).
 std::vector<std::pair<int64_t, int64_t>> split_range(int64_t n, int parts);
+// The same with the inner boundaries at multiples of `align` (split_range's when align <= 1),
+// each as near the equal split as the grid allows; InputError when some range would be empty.
+std::vector<std::pair<int64_t, int64_t>> aligned_ranges(int64_t n, int parts, int64_t align);
 
 // Plans `ranks` tiles of an n x n image. kind "slabs": ranks x 1 row slabs; "grid": a
 // rows x cols grid (grid = {0, 0} picks the most square factorisation of `ranks`).

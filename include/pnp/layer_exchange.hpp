@@ -18,11 +18,17 @@ namespace pnp {
 
 // Rank `rank`'s view of d's split, for nn::with_layer_halos.
 std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank);
+// A 3D denoiser's view of a volume's slabs (whole slices, z.plane_ranks = 1): axes z, rows and
+// columns, only z split; world rank `rank` holds slab `rank`.
+std::vector<nn::AxisNeighbours> layer_neighbours(const SlabSplit& z, int rank);
 
 class LayerExchange final : public nn::HaloExchanger {
  public:
   // The neighbours of comm.rank() in d's grid (row slabs: a grid of ranks x 1).
   LayerExchange(Communicator& comm, const Decomposition& d);
+  // A 3D denoiser's over a volume's slabs (layer_neighbours(z, rank)): comm is the world's, its
+  // ranks the slabs in order; the strips cross z only.
+  LayerExchange(Communicator& comm, const SlabSplit& z);
   // This rank's view of the split, for nn::with_layer_halos (= layer_neighbours(d, rank)).
   const std::vector<nn::AxisNeighbours>& axes() const { return axes_; }
   // The neighbours' strips of the tile, axis by axis (two phases on a grid): for each split
@@ -48,6 +54,8 @@ class LayerExchange final : public nn::HaloExchanger {
   std::vector<int> lo_peer_, hi_peer_;  // per axis, -1 when none
   // per (node, axis, tile shape)
   std::map<std::tuple<int, int, std::vector<int64_t>>, Buffers> buffers_;
+  LayerExchange(Communicator& comm, std::vector<nn::AxisNeighbours> axes, std::vector<int> lo, std::vector<int> hi);
+  int axis_count() const { return static_cast<int>(axes_.size()); }
   void check_thin(const nn::Node& halo, int d, int64_t tile) const;
   // Packs and posts axis d's strips (false when this rank has none along d); collect_axis
   // waits for them and puts the received ones into strips[d].

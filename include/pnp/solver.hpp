@@ -148,9 +148,10 @@ nn::Graph denoiser_graph(const DenoiserConfig& c);
 at::ScalarType denoiser_dtype(const DenoiserConfig& c);
 // With distributed.halo_mode = layer, a communicator of more than one rank and its
 // decomposition (planned with align_owned), the graph gets halo nodes (nn::with_layer_halos)
-// and the executor exchanges at every layer; otherwise comm and d are not used.
+// and the executor exchanges at every layer; otherwise comm and d are not used. A 3D denoiser's
+// layer halo crosses the volume's slabs (d.z) over `world`, the ranks' communicator.
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm = nullptr,
-                       const Decomposition* d = nullptr);
+                       const Decomposition* d = nullptr, Communicator* world = nullptr);
 // The same with a given exchanger for a rank whose view of the split is `axes` (the layer
 // halo's graph, nn::with_layer_halos; pnp_bench --scaling passes one that only fills the halos,
 // to time one rank's share without its neighbours). A null exchanger: the whole-image graph.

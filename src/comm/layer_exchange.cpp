@@ -13,10 +13,35 @@ std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int ran
   return axes;
 }
 
-LayerExchange::LayerExchange(Communicator& comm, const Decomposition& d)
-    : comm_(comm), axes_(layer_neighbours(d, comm.rank())) {
-  for (const auto& p : d.peers(comm.rank())) lo_peer_.push_back(p.lo), hi_peer_.push_back(p.hi);
+std::vector<nn::AxisNeighbours> layer_neighbours(const SlabSplit& z, int rank) {
+  if (z.plane_ranks != 1) throw Error("layer_neighbours: a 3D denoiser's slabs are whole slices (plane_ranks = 1)");
+  const int slabs = static_cast<int>(z.ranges.size());
+  std::vector<nn::AxisNeighbours> axes(3);
+  axes[0].split = slabs > 1;
+  axes[0].lo = rank > 0, axes[0].hi = rank + 1 < slabs;
+  return axes;
 }
+
+namespace {
+std::vector<int> peers_of(const Decomposition& d, int rank, bool hi) {
+  std::vector<int> out;
+  for (const auto& p : d.peers(rank)) out.push_back(hi ? p.hi : p.lo);
+  return out;
+}
+}  // namespace
+
+LayerExchange::LayerExchange(Communicator& comm, std::vector<nn::AxisNeighbours> axes, std::vector<int> lo,
+                             std::vector<int> hi)
+    : comm_(comm), axes_(std::move(axes)), lo_peer_(std::move(lo)), hi_peer_(std::move(hi)) {}
+
+LayerExchange::LayerExchange(Communicator& comm, const Decomposition& d)
+    : LayerExchange(comm, layer_neighbours(d, comm.rank()), peers_of(d, comm.rank(), false),
+                    peers_of(d, comm.rank(), true)) {}
+
+LayerExchange::LayerExchange(Communicator& comm, const SlabSplit& z)
+    : LayerExchange(comm, layer_neighbours(z, comm.rank()),
+                    {comm.rank() > 0 ? comm.rank() - 1 : -1, -1, -1},
+                    {comm.rank() + 1 < static_cast<int>(z.ranges.size()) ? comm.rank() + 1 : -1, -1, -1}) {}
 
 void LayerExchange::check_thin(const nn::Node& halo, int d, int64_t tile) const {
   const auto& a = halo.attrs;
@@ -31,10 +56,12 @@ bool LayerExchange::post_axis(const nn::Node& halo, const at::Tensor& tile, int 
   const int64_t t = tile.size(2 + d), p = a.padding[d], inner = a.kernel[d] - a.stride[d] - a.padding[d];
   check_thin(halo, d, t);
   // the strip of the grown tensor from `offset` along d, `w` wide (nn::halo_region), and its shape
-  const std::vector<int64_t> extent{tile.size(2), tile.size(3)};
+  const std::vector<int64_t> extent(tile.sizes().begin() + 2, tile.sizes().end());
   auto region = [&](int64_t offset, int64_t w) { return nn::halo_region(a, extent, d, offset, w); };
   auto shape = [&](const nn::HaloRegion& r) {
-    return std::vector<int64_t>{tile.size(0), tile.size(1), r.size[0], r.size[1]};
+    std::vector<int64_t> s{tile.size(0), tile.size(1)};
+    s.insert(s.end(), r.size.begin(), r.size.end());
+    return s;
   };
   std::vector<std::tuple<int, std::vector<int64_t>, std::vector<int64_t>>> sends;  // peer, box, shape
   std::vector<std::pair<int, std::vector<int64_t>>> recvs;                        // peer, shape
@@ -69,18 +96,20 @@ void LayerExchange::collect_axis(const nn::Node& halo, int d, nn::HaloStrips& st
 }
 
 void LayerExchange::start_strips(const nn::Node& halo, const at::Tensor& tile) {
-  if (tile.dim() != 4) throw Error("layer halo: 2-d images only");
+  if (tile.dim() != 2 + axis_count())
+    throw Error("layer halo at " + halo.name + ": a " + std::to_string(tile.dim() - 2) + "-d tile, but the split has " +
+                std::to_string(axis_count()) + " axes");
   if (started_ >= 0) throw Error("layer halo at " + halo.name + ": an exchange is already in flight");
   started_ = halo.id, started_axis_ = -1;
-  for (int d = 0; d < 2 && started_axis_ < 0; ++d)  // the first split axis needs no earlier strips
-    if (axes_[d].split && post_axis(halo, tile, d, {{}, {}})) started_axis_ = d;
+  for (int d = 0; d < axis_count() && started_axis_ < 0; ++d)  // the first split axis needs no earlier strips
+    if (axes_[d].split && post_axis(halo, tile, d, nn::HaloStrips(static_cast<size_t>(axis_count())))) started_axis_ = d;
 }
 
 nn::HaloStrips LayerExchange::finish_strips(const nn::Node& halo, const at::Tensor& tile) {
   if (started_ != halo.id) throw Error("layer halo at " + halo.name + ": finish_strips without its start_strips");
-  nn::HaloStrips strips(2);
+  nn::HaloStrips strips(static_cast<size_t>(axis_count()));
   if (started_axis_ >= 0) collect_axis(halo, started_axis_, strips);
-  for (int d = started_axis_ + 1; d < 2; ++d)  // later axes carry the corners: after the first
+  for (int d = started_axis_ + 1; d < axis_count(); ++d)  // later axes carry the corners: after the first
     if (axes_[d].split && post_axis(halo, tile, d, strips)) collect_axis(halo, d, strips);
   started_ = -1;
   return strips;

@@ -27,6 +27,23 @@ std::vector<std::pair<int64_t, int64_t>> split_range(int64_t n, int parts) {
   return out;
 }
 
+std::vector<std::pair<int64_t, int64_t>> aligned_ranges(int64_t n, int parts, int64_t align) {
+  if (align <= 1) return split_range(n, parts);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t start = 0;
+  for (int p = 1; p <= parts; ++p) {
+    const int64_t end = p == parts ? n
+                                   : std::min(n, (static_cast<int64_t>(p) * n + parts * align / 2) / (parts * align) * align);
+    if (end <= start)
+      throw InputError("cannot split " + std::to_string(n) + " into " + std::to_string(parts) +
+                       " parts whose boundaries are multiples of " + std::to_string(align) +
+                       " (the network's sampling grid): use fewer ranks");
+    out.emplace_back(start, end);
+    start = end;
+  }
+  return out;
+}
+
 int64_t Decomposition::max_ext_pixels() const {
   int64_t m = 0;
   for (const auto& t : tiles) m = std::max(m, t.ext.size());

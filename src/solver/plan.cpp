@@ -40,11 +40,23 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
     if (z.plane_ranks > 1)
       throw InputError("denoiser.dim = 3 runs on whole slices: set distributed.plane_ranks = 1 (the 3D denoiser's "
                        "in-plane tiles are not built yet)");
-    if (layer)
-      throw InputError("denoiser.dim = 3 runs with distributed.halo_mode = \"input\" (a z-halo of the receptive "
-                       "radius); the layer halo is 2D");
-    p.decomp.z.halo = dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
-    p.decomp.z.align = graph.alignment();
+    if (layer) {
+      // The layer halo across z: no z-halo, each layer exchanges its own; the slab boundaries on
+      // the network's sampling grid (as the in-plane tiles' are).
+      try {
+        p.decomp.z.ranges = aligned_ranges(z.slices, static_cast<int>(z.ranges.size()), graph.alignment());
+      } catch (const InputError&) {
+        throw InputError("distributed.halo_mode = \"layer\" with a 3D denoiser puts the slab boundaries on the "
+                         "network's grid of " + std::to_string(graph.alignment()) + " slices, and " +
+                         std::to_string(z.slices) + " slices do not split into " + std::to_string(z.ranges.size()) +
+                         " slabs there (multiples of " + std::to_string(graph.alignment()) +
+                         "): use fewer ranks, or halo_mode = \"input\"");
+      }
+      p.layer_exchange = z.ranges.size() > 1;
+    } else {
+      p.decomp.z.halo = dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
+      p.decomp.z.align = graph.alignment();
+    }
   }
   p.executor = denoiser_executor(cfg);
   // The native executor captures its forward on a GPU, except where the layer halo's exchanges
@@ -52,9 +64,9 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
   p.executor_graph = device.is_cuda() && p.executor == DenoiserExecutor::native && executor_captures(cfg.compile) &&
                      !p.layer_exchange;
   p.region_graphs = solver_captures(cfg.compile.mode, cfg.compile.cuda_graphs, device);
-  if (p.region_graphs && p.decomp.z.halo > 0 && p.decomp.z.ranges.size() > 1)
+  if (p.region_graphs && graph.dim == 3 && p.decomp.z.ranges.size() > 1)
     throw InputError("compile.mode = \"" + to_string(cfg.compile.mode) + "\" captures the step in a CUDA graph, but a 3D "
-                     "denoiser's z-halo between slabs goes through MPI: use compile.mode = \"pre\" or "
+                     "denoiser's exchanges between slabs go through MPI: use compile.mode = \"pre\" or "
                      "compile.cuda_graphs = false");
   return p;
 }

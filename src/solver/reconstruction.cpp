@@ -216,7 +216,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   collectively(world, [&] {
     r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, &r.plane(), r.comm_.get(), r.memory_.stream > 0);
     part("data");
-    r.den_ = make_denoiser(r.cfg_, r.device_, &r.plane(), &r.decomp_);
+    r.den_ = make_denoiser(r.cfg_, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
     part("denoiser");
   });
   // output.resume: the checkpoint, when there is one, read by every rank (it must come from

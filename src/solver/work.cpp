@@ -22,9 +22,17 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
       const auto [e0, e1] = d.z.ext(r);
       DenoiserWork w;
       w.ideal = total / world;
-      w.flops = roofline::count(whole, {1, c, e1 - e0, e.rows(), e.cols()}).flops;
-      w.exchange_bytes = (e1 - e0 - d.z.count(r)) * d.n * d.n * 4 * c;  // the z-halo received, as much sent
-      w.exchanges = e1 - e0 > d.z.count(r) ? 1 : 0;
+      if (cfg.distributed.halo_mode == HaloMode::layer && d.z.ranges.size() > 1) {  // each layer's z strips
+        const nn::Graph g = nn::with_layer_halos(whole, layer_neighbours(d.z, r));
+        const std::vector<int64_t> shape{1, c, d.z.count(r), e.rows(), e.cols()};
+        w.flops = roofline::count(g, shape).flops;
+        const nn::HaloTraffic h = nn::layer_halo_traffic(g, nn::infer_shapes(g, shape), cfg.denoiser.precision == "bf16" ? 2 : 4);
+        w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
+      } else {
+        w.flops = roofline::count(whole, {1, c, e1 - e0, e.rows(), e.cols()}).flops;
+        w.exchange_bytes = (e1 - e0 - d.z.count(r)) * d.n * d.n * 4 * c;  // the z-halo received, as much sent
+        w.exchanges = e1 - e0 > d.z.count(r) ? 1 : 0;
+      }
       out.push_back(w);
     }
     return out;

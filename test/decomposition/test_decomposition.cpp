@@ -45,6 +45,27 @@ TEST_CASE("split_range handles uneven sizes") {
   CHECK(r[2] == std::pair<int64_t, int64_t>{7, 10});
 }
 
+TEST_CASE("aligned_ranges: boundaries on a grid, nearest the equal split, or refused") {
+  using R = std::vector<std::pair<int64_t, int64_t>>;
+  CHECK(aligned_ranges(10, 3, 1) == split_range(10, 3));
+  CHECK(aligned_ranges(12, 2, 8) == R{{0, 8}, {8, 12}});
+  CHECK(aligned_ranges(100, 4, 8) == R{{0, 24}, {24, 48}, {48, 72}, {72, 100}});
+  CHECK(aligned_ranges(12, 3, 2) == R{{0, 4}, {4, 8}, {8, 12}});
+  CHECK_THROWS_AS(aligned_ranges(12, 3, 8), InputError);  // 8 is the only inner multiple
+  CHECK_THROWS_AS(aligned_ranges(7, 2, 8), InputError);
+  for (int parts = 1; parts <= 6; ++parts) {  // every split covers [0, n) in order, inner ends on the grid
+    const R r = aligned_ranges(96, parts, 8);
+    REQUIRE(static_cast<int>(r.size()) == parts);
+    CHECK(r.front().first == 0);
+    CHECK(r.back().second == 96);
+    for (size_t i = 0; i + 1 < r.size(); ++i) {
+      CHECK(r[i].second == r[i + 1].first);
+      CHECK(r[i].second % 8 == 0);
+      CHECK(r[i].first < r[i].second);
+    }
+  }
+}
+
 TEST_CASE("slabs with halos, uneven, 1 to 7 ranks") {
   for (int ranks = 1; ranks <= 7; ++ranks)
     for (int64_t halo : {0, 1, 5, 40}) {

@@ -11,7 +11,8 @@
   - checkpoint/resume of a volume on 2 ranks (output.stop_after) is bit for bit the uninterrupted run;
   - the output is chunked by slice and compressed, with /decomposition/slabs;
   - a 3D denoiser's z-halo run on 2-4 ranks equals the whole volume on one (DnCNN, UNet, DRUNet),
-    and a z-halo too small does not;
+    and a z-halo too small does not; so does its layer halo across z (eager and native), with
+    DRUNet's slabs on its grid and a split that grid cannot hold refused;
   - a slab streamed through the device (its slices in host memory, a group at a time) equals the
     resident run bit for bit, within its budget and estimate, on 1, 2 and 2 x 2 ranks, and resumes
     bit for bit;
@@ -162,8 +163,9 @@ three_d = ["problem.slices=12", "problem.size=32", "denoiser.dim=3", "denoiser.w
 nets = {"dncnn": ["denoiser.architecture='dncnn'", "denoiser.blocks=4", "denoiser.features=[16]"],
         "unet": ["denoiser.architecture='unet'", "denoiser.features=[8,16]"],
         "drunet": ["denoiser.architecture='drunet'", "denoiser.features=[8,16,16,16]", "denoiser.blocks=1"]}
+wholes = {}
 for net, sets in nets.items():
-    whole3 = image(f"{net}3d_np1", 1, three_d + sets)
+    whole3 = wholes[net] = image(f"{net}3d_np1", 1, three_d + sets)
     for ranks in (2, 4) if net == "dncnn" else (3,):
         agree(f"{net} 3D, z-halo on {ranks} ranks vs the whole volume", whole3,
               image(f"{net}3d_np{ranks}", ranks, three_d + sets), 1e-6)
@@ -173,6 +175,29 @@ for net, sets in nets.items():
         print(f"dncnn 3D, z-halo 1 (short of the receptive radius): relative L2 {rel:.3e}")
         if not rel > 1e-3:
             failures.append(f"a z-halo of 1 slice gave the whole volume's result ({rel:.3e}): the check cannot fail")
+
+# 7b. the layer halo across z (distributed.halo_mode = layer): no z-halo, every layer exchanges its
+#     strips with the slabs before and after. Equal to the whole volume in eager (none) and native
+#     (pre), the exchange counted; DRUNet's slab boundaries on its 8-slice grid ([0, 8), [8, 12));
+#     a split that grid cannot hold (3 slabs of 12 slices) is exit 2 before any work.
+layer = ["distributed.halo_mode='layer'"]
+for net, ranks, mode in (("dncnn", 4, "none"), ("dncnn", 2, "pre"), ("unet", 3, "none"), ("drunet", 2, "pre")):
+    name = f"{net}3d_layer_np{ranks}_{mode}"
+    got = image(name, ranks, three_d + nets[net] + layer + [f"compile.mode='{mode}'"])
+    agree(f"{net} 3D, layer halo on {ranks} ranks ({mode}) vs the whole volume", wholes[net], got, 1e-6)
+    if got is not None:
+        with h5py.File(os.path.join(work, name + ".h5"), "r") as f:
+            sent, slabs = f["/decomposition/denoiser_exchange_bytes"][...], f["/decomposition/slabs"][...].tolist()
+        print(f"{name}: slabs {slabs}, exchange bytes per rank {sent.tolist()}")
+        if not (sent > 0).all():
+            failures.append(f"{name}: exchange bytes {sent.tolist()}: the layer halo counted no traffic")
+        if net == "drunet" and slabs != [[0, 8], [8, 12]]:
+            failures.append(f"{name}: slabs {slabs}, not on DRUNet's 8-slice grid")
+p, _ = run("drunet3d_layer_np3", 3, three_d + nets["drunet"] + layer)
+errors = [l for l in p.stderr.splitlines() if l.startswith("error:")]
+print(f"DRUNet 3D, layer halo, 3 slabs of 12 slices: exit {p.returncode}, {errors[:1]}")
+if p.returncode != 2 or len(errors) != 1 or "multiples of 8" not in errors[0]:
+    failures.append(f"DRUNet 3D layer halo on 3 slabs: exit {p.returncode}, errors {errors}")
 
 # 8. damaged volumes: exit 2 with one error line, before any iteration
 bad_truth = os.path.join(work, "bad_truth.h5")
