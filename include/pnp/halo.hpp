@@ -58,7 +58,9 @@ class HaloPlan {
 // A volume's z-halo (a 3D denoiser's): rank comm.rank()'s extended slab `z.ext(rank)` filled from
 // the slabs of the ranks that own its halo slices, one message per pair of ranks whose extended
 // and owned slabs overlap (a slab thinner than the halo draws on several). `comm` holds every
-// rank, one per slab (plane_ranks = 1). `plane` is the tensor's trailing shape (rows, cols).
+// rank; a rank exchanges with the ranks of its own in-plane tile (z.plane_rank) only, whole
+// planes of its extended box (`plane`: the tensor's trailing shape, rows and cols), so the own
+// slices' in-plane halos must be exchanged first: the z-halo slices then carry theirs.
 class ZHaloPlan {
  public:
   ZHaloPlan(Communicator& comm, const SlabSplit& z, at::TensorOptions opts, std::vector<int64_t> plane);

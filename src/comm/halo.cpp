@@ -48,7 +48,7 @@ ZHaloPlan::ZHaloPlan(Communicator& comm, const SlabSplit& z, at::TensorOptions o
     return Piece{a, b - a, {peer, at::empty(shape, opts)}};
   };
   for (int q = 0; q < comm.size(); ++q) {
-    if (q == me) continue;
+    if (q == me || z.plane_rank(q) != z.plane_rank(me)) continue;  // the same in-plane tile's slabs
     const auto [q0, q1] = z.range(q);
     const auto [f0, f1] = z.ext(q);
     // what q needs of mine, and what I need of q's

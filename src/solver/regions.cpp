@@ -57,8 +57,13 @@ void DenoiseRegion::set_sigma(double sigma) {
 void DenoiseRegion::run(PhaseTimer* timer) {
   const Box &own = tile_.own, &ext = tile_.ext;
   timed(timer, slot(Phase::halo_exchange), [&] {
-    halo_.exchange(s_.z_ext);
-    if (zhalo_) zhalo_->exchange(s_.z_ext);
+    if (zhalo_) {  // the own slices' in-plane halos, then the z-halo's slices (their halos with them)
+      at::Tensor own = s_.z_ext.narrow(0, z_before_, s_.x.size(0));
+      halo_.exchange(own);
+      zhalo_->exchange(s_.z_ext);
+    } else {
+      halo_.exchange(s_.z_ext);
+    }
   });
   // x (or a batch's slices of it) from the denoised extended tile: relaxed with z, its owned part.
   auto combine = [&](const at::Tensor& dz, int64_t z0, int64_t count) {

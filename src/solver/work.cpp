@@ -30,8 +30,12 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
         w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
       } else {
         w.flops = roofline::count(whole, {1, c, e1 - e0, e.rows(), e.cols()}).flops;
-        w.exchange_bytes = (e1 - e0 - d.z.count(r)) * d.n * d.n * 4 * c;  // the z-halo received, as much sent
-        w.exchanges = e1 - e0 > d.z.count(r) ? 1 : 0;
+        // the z-halo received (its slices' extended boxes), as much sent; the own slices' in-plane halos
+        const TilePlan& t = d.tile_of(r);
+        w.exchange_bytes = (e1 - e0 - d.z.count(r)) * e.size() * 4 * c;
+        for (const auto& snd : t.sends) w.exchange_bytes += snd.box.size() * d.z.count(r) * 4 * c;
+        w.messages = static_cast<int64_t>(t.sends.size());
+        w.exchanges = e1 - e0 > d.z.count(r) || !t.sends.empty() ? 1 : 0;
       }
       out.push_back(w);
     }

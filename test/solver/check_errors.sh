@@ -48,8 +48,8 @@ refused_case() {  # name, expected message (grep -E), ranks, then --set argument
 }
 refused_case "3D denoiser on one image" 'a 3D denoiser needs a volume' 1 --set denoiser.dim=3
 refused_case "plane_ranks on one image" 'leave it at 1' 2 --set distributed.plane_ranks=2
-refused_case "3D denoiser on tiles" 'runs on whole slices' 2 --set problem.slices=4 --set denoiser.dim=3 \
-  --set denoiser.weights="''" --set distributed.plane_ranks=2
+refused_case "3D layer halo on tiles" 'runs on whole slices' 2 --set problem.slices=4 --set denoiser.dim=3 \
+  --set denoiser.weights="''" --set distributed.plane_ranks=2 --set distributed.halo_mode=layer
 refused_case "fp8 emulation compiled" 'fp8_emulated. is the eager reference' 1 --set denoiser.precision=fp8_emulated \
   --set compile.mode=pre
 

@@ -169,6 +169,10 @@ for net, sets in nets.items():
     for ranks in (2, 4) if net == "dncnn" else (3,):
         agree(f"{net} 3D, z-halo on {ranks} ranks vs the whole volume", whole3,
               image(f"{net}3d_np{ranks}", ranks, three_d + sets), 1e-6)
+    # 2 slabs x 2 in-plane tiles: each slab's own slices exchange their in-plane halos, then the
+    # z-halo's slices come from the same tile's neighbouring slab, their halos with them
+    agree(f"{net} 3D, 2 slabs x 2 tiles vs the whole volume", whole3,
+          image(f"{net}3d_np4_plane2", 4, three_d + sets + ["distributed.plane_ranks=2"]), 1e-6)
     if net == "dncnn" and whole3 is not None:
         short = image("dncnn3d_halo1", 4, three_d + sets + ["distributed.halo=1"])
         rel = float(np.linalg.norm(short - whole3) / np.linalg.norm(whole3)) if short is not None else 0.0
