@@ -226,10 +226,10 @@ std::string remove_own_checkpoint(const std::string& path);
 // whose computed pixels are fewest (rectangular patches, every one of the same extent where
 // the alignment allows). An explicit patch_size gives square patches of that size. InputError,
 // naming the smallest limit that would do, when no choice fits.
-// Measured on one H100 (docs/performance.md#memory-budget): every run whose estimate was at most
-// 90.2 % of its budget ran; of those at 92.6-99.4 %, some ran out of memory (up to 1.1 GiB, 15 %
-// of the budget, reserved but unallocated), while every allocated peak stayed at 0.91-0.94 of
-// the estimate.
+// Measured on one H100 (docs/performance.md#memory-budget), in pre: every run whose estimate was
+// at most 90.2 % of its budget ran; of the 9 at 92.6-99.3 %, 4 ran out of memory (up to 1.1 GiB,
+// 15 % of the budget, reserved but unallocated), while every allocated peak stayed at 0.91-0.94
+// of the estimate.
 inline constexpr double kCudaBudgetShare = 0.90;
 struct MemoryPlan {
   int64_t patch_rows = 0, patch_cols = 0;  // input extent of one patch (0 = the whole extended tile)

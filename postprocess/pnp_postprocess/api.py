@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import figures, images, scaling, tables, volume
+from . import figures, images, memory, scaling, tables, volume
 from .io import read_benches, read_recons
 
 STYLE_DPI = figures.DPI
@@ -34,6 +34,7 @@ _HELP = {
     "roofline": "arithmetic intensity vs compile speedup with the GPU ridge point (pnp_bench)",
     "scaling": "predicted efficiency and iteration time per rank count (pnp_bench --scaling)",
     "volume": "orthogonal slices (axial, coronal, sagittal) of a volume, its ground truth and error, per file",
+    "memory-budget": "a memory matrix's runs (a results table, CSV): estimate and peak as shares of the budget",
 }
 
 # name, program, table, plot[, reader]
@@ -48,6 +49,7 @@ FIGURES = {
         ("roofline", "pnp_bench", tables.roofline, figures.plot_roofline),
         ("scaling", "pnp_bench --scaling", scaling.scaling_table, scaling.plot_scaling, scaling.read_scalings),
         ("volume", "pnp_recon volume", volume.orthogonal_table, volume.plot_orthogonal, volume.read_volumes),
+        ("memory-budget", "results table", memory.budget_table, memory.plot_budget, memory.read_budget_tables),
     )
 }
 

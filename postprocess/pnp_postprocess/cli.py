@@ -25,7 +25,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("figure", choices=list(FIGURES) + ["all", "list"], metavar="FIGURE",
                    help="which figure to draw (see below)")
-    p.add_argument("files", nargs="+", metavar="FILE", help="pnp result files (.h5)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="pnp result files (.h5); memory-budget: results tables (.csv)")
     p.add_argument("--out", default="figures", metavar="DIR",
                    help="output directory (default: figures)")
     p.add_argument("--name", metavar="STEM",
@@ -49,8 +50,12 @@ def main(argv=None) -> int:
         if args.figure == "list":
             return _list(args.files)
         if args.figure == "all":
-            by_program = {"pnp_recon": [], "pnp_recon volume": [], "pnp_bench": [], "pnp_bench --scaling": []}
+            by_program = {"pnp_recon": [], "pnp_recon volume": [], "pnp_bench": [], "pnp_bench --scaling": [],
+                          "results table": []}
             for path in args.files:
+                if path.endswith(".csv"):
+                    by_program["results table"].append(path)
+                    continue
                 if is_scaling(path):
                     by_program["pnp_bench --scaling"].append(path)
                     continue

@@ -37,8 +37,8 @@ def test_one_figure_from_many_files(tmp_path, study_files):
 def test_all_sorts_files_by_program(tmp_path, study_files, sweep_files):
     r = cli("all", *study_files, *sweep_files, "--out", tmp_path)
     assert r.returncode == 0, r.stderr
-    for name, spec in FIGURES.items():  # the scaling and volume figures need their own files
-        want = spec.program not in ("pnp_bench --scaling", "pnp_recon volume")
+    for name, spec in FIGURES.items():  # the scaling, volume and memory-budget figures need their own files
+        want = spec.program not in ("pnp_bench --scaling", "pnp_recon volume", "results table")
         assert (tmp_path / f"{name}.png").exists() == want, name
     # the reconstruction figure: one row per (GPU, ranks, mode, backend), its first repetition
     rows = read_csv(tmp_path / "reconstruction.csv")

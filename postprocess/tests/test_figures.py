@@ -51,7 +51,8 @@ def out(tmp_path_factory, study_files, sweep_files):
     d = tmp_path_factory.mktemp("figures")
     res = {}
     for name, spec in FIGURES.items():
-        if name in ("reconstruction", "scaling", "volume"):  # test_reconstruction.py, test_scaling.py, test_volume.py
+        if name in ("reconstruction", "scaling", "volume", "memory-budget"):
+            # test_reconstruction.py, test_scaling.py, test_volume.py, test_memory.py
             continue
         files = study_files if spec.program == "pnp_recon" else sweep_files
         res[name] = make_figure(name, files, d)

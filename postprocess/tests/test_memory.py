@@ -1,0 +1,69 @@
+"""The memory-budget figure: a memory matrix's runs from a results table (CSV)."""
+import csv
+import math
+import os
+
+import pytest
+
+from pnp_postprocess import api, cli
+from pnp_postprocess.io import SchemaError
+from pnp_postprocess.memory import budget_table, read_budget_tables
+
+FIELDS = ["id", "what", "value", "unit", "gpu", "commit", "date", "command", "source"]
+REPO_TABLE = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results", "memory_budget.csv")
+
+
+def write_table(path, values):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for k, v in values.items():
+            w.writerow({"id": k, "what": "x", "value": v, "unit": "", "gpu": "H100", "commit": "abc1234",
+                        "date": "2026-12-06", "command": "pnp_recon input/study_4096.toml", "source": "test"})
+    return path
+
+
+@pytest.fixture
+def table(tmp_path):
+    return write_table(tmp_path / "m.csv", {
+        "h100_8192_b16_fp32_pre_b_exit": 0, "h100_8192_b16_fp32_pre_b_estimate_gib": 13.44,
+        "h100_8192_b16_fp32_pre_b_peak_gib": 12.38, "h100_8192_b16_fp32_pre_b_denoise_s": 1.4868,
+        "h100_16384_b16_fp32_fused_a_exit": 1, "h100_16384_b16_fp32_fused_a_estimate_gib": 14.5,
+        "h100_16384_b8_bf16_pre_a_exit": 2,
+        "limit40_estimate": 18.2,  # not a matrix row: left out
+    })
+
+
+def test_one_row_per_run_with_shares_of_the_budget(table):
+    rows = budget_table(read_budget_tables([table]))
+    assert [(r["size"], r["budget_gb"], r["mode"], r["exit"]) for r in rows] == [
+        (8192, 16.0, "pre", 0), (16384, 8.0, "pre", 2), (16384, 16.0, "fused", 1)]
+    ran = rows[0]
+    assert ran["estimate_share"] == pytest.approx(13.44 * 2 ** 30 / 16e9)
+    assert ran["peak_share"] == pytest.approx(12.38 * 2 ** 30 / 16e9)
+    assert ran["peak_over_estimate"] == pytest.approx(12.38 / 13.44)
+    assert math.isnan(rows[2]["peak_gib"]) and rows[2]["estimate_gib"] == 14.5
+    assert math.isnan(rows[1]["estimate_share"])
+
+
+def test_figure_and_csv_from_the_command_line(table, tmp_path):
+    assert cli.main(["memory-budget", str(table), "--out", str(tmp_path / "f"), "--name", "m"]) == 0
+    assert (tmp_path / "f" / "m.png").stat().st_size > 0 and (tmp_path / "f" / "m.pdf").exists()
+    assert len(api.read_csv(tmp_path / "f" / "m.csv")) == 3
+
+
+def test_not_a_results_table_is_an_error(tmp_path):
+    p = tmp_path / "bad.csv"
+    p.write_text("a,b\n1,2\n")
+    with pytest.raises(SchemaError):
+        read_budget_tables([p])
+    assert cli.main(["memory-budget", str(p), "--out", str(tmp_path)]) == 2
+
+
+def test_the_repository_matrix_every_run_that_ran_held_its_budget_and_estimate():
+    rows = budget_table(read_budget_tables([REPO_TABLE]))
+    ran = [r for r in rows if r["exit"] == 0]
+    assert len(ran) >= 20
+    for r in ran:
+        assert r["peak_share"] <= 1.0, r
+        assert 0.9 <= r["peak_over_estimate"] <= 1.0, r
