@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
   } catch (const CollectiveError& e) {  // every rank threw it together (a diverged run): no abort
     return report(e);
   } catch (const std::exception& e) {
+    if (std::string_view(e.what()).find("out of memory") != std::string_view::npos) {
+      const std::string mem = device_memory_summary(run->device());
+      if (!mem.empty()) std::fprintf(stderr, "rank %d: device memory at the failure: %s\n", rank, mem.c_str());
+    }
     abort_job(e.what(), dynamic_cast<const InputError*>(&e) ? 2 : 1);
   }
   return 0;

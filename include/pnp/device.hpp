@@ -41,6 +41,10 @@ void limit_device_memory(c10::Device d, double bytes);
 // it is set already), so that the memory plan's workspace term bounds theirs: before the first
 // convolution on a CUDA device; no effect elsewhere.
 void cap_conv_workspace(c10::Device d, double bytes);
+// One line on the CUDA caching allocator of device d now: per pool (the general one, each CUDA
+// graph's) its reserved and allocated bytes, and the largest live blocks; "" elsewhere. For an
+// out-of-memory error's report.
+std::string device_memory_summary(c10::Device d);
 // A float32 tensor of `shape` in host memory, outside the device's: for a CUDA device pinned (its
 // copies to and from the device can run asynchronously, on a stream of their own); for the CPU
 // allocated apart from LibTorch's allocator, so that a streamed volume's slab held here is not

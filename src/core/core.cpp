@@ -51,6 +51,11 @@ std::string clip_value(std::string_view value, size_t max) {
 
 std::string error_line(std::string_view message) {
   constexpr size_t kToken = 200, kLine = 2000;
+  // LibTorch's errors carry their C++ backtrace after the message: a debugger's, not the user's
+  if (const size_t bt = message.find("Exception raised from "); bt != std::string_view::npos && bt > 0) {
+    message = message.substr(0, bt);
+    while (!message.empty() && (message.back() == ' ' || message.back() == '\n')) message.remove_suffix(1);
+  }
   std::string out, token;
   auto flush = [&] {  // a long run cut to 200 characters with its "...", so that a second pass keeps it
     out += token.size() <= kToken ? token

@@ -12,6 +12,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
 
 #ifdef PNP_HAVE_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -84,6 +87,35 @@ void cap_conv_workspace(c10::Device d, double bytes) {
   if (!d.is_cuda() || bytes <= 0 || std::getenv("CUDNN_CONV_WSCAP_DBG")) return;
   const auto mib = std::max<long long>(1, static_cast<long long>(bytes / (1024.0 * 1024.0)));
   setenv("CUDNN_CONV_WSCAP_DBG", std::to_string(mib).c_str(), 0);
+}
+
+std::string device_memory_summary(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (!d.is_cuda()) return "";
+  // per pool (the general one, each CUDA graph's): reserved and allocated bytes; the largest live blocks
+  std::map<std::pair<unsigned long long, unsigned long long>, std::pair<double, double>> pools;
+  std::vector<double> live;
+  const auto snap = c10::cuda::CUDACachingAllocator::snapshot({0, 0}, false);
+  for (const auto& seg : snap.segments) {
+    if (seg.device != d.index()) continue;
+    auto& p = pools[{seg.owner_private_pool_id.first, seg.owner_private_pool_id.second}];
+    p.first += static_cast<double>(seg.total_size), p.second += static_cast<double>(seg.allocated_size);
+    for (const auto& b : seg.blocks)
+      if (b.allocated) live.push_back(static_cast<double>(b.size));
+  }
+  std::sort(live.rbegin(), live.rend());
+  std::string out;
+  for (const auto& [id, rb] : pools)
+    out += std::string(out.empty() ? "" : "; ") + (id.first == 0 && id.second == 0 ? "general pool" : "graph pool") +
+           " reserved " + human_bytes(rb.first) + ", allocated " + human_bytes(rb.second);
+  out += "; largest live blocks:";
+  for (size_t i = 0; i < std::min<size_t>(live.size(), 6); ++i) out += (i ? ", " : " ") + human_bytes(live[i]);
+  return out;
+#else
+  (void)d;
+  return "";
+#endif
 }
 
 void reset_device_peak(c10::Device d) {

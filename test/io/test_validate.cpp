@@ -58,6 +58,10 @@ TEST_CASE("error_line: one line, long values cut") {
   CHECK(cut.find("(5000 characters) is bad") != std::string::npos);
   CHECK(error_line(std::string(3000, 'a') + " " + std::string(3000, 'b')).size() < 2100);
   CHECK(error_line(cut) == cut);  // a second pass (rank 0 prints what collectively cut) keeps it
+  // LibTorch's backtrace after its message is left out
+  CHECK(error_line("rank 0: CUDA out of memory. Tried to allocate 6.25 GiB. Exception raised from malloc at "
+                   "CUDACachingAllocator.cpp:1574 (most recent call first):\nframe #0: c10::Error::Error") ==
+        "rank 0: CUDA out of memory. Tried to allocate 6.25 GiB.");
   CHECK(clip_value("abc", 2) == "ab... (3 characters)");
   CHECK(run_id().size() == 16);
   CHECK(run_id().find_first_not_of("0123456789abcdef") == std::string::npos);
