@@ -190,7 +190,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     if (std::string_view(e.what()).find("out of memory") != std::string_view::npos) {
       const std::string mem = device_memory_summary(run->device());
-      if (!mem.empty()) std::fprintf(stderr, "rank %d: device memory after the failure (what the failed step held is freed): %s\n", rank, mem.c_str());
+      if (!mem.empty())
+        std::fprintf(stderr, "rank %d: device memory after the failure (what the failed step held is freed): %s\n",
+                     rank, mem.c_str());
     }
     abort_job(e.what(), dynamic_cast<const InputError*>(&e) ? 2 : 1);
   }
