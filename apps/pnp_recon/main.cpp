@@ -73,6 +73,14 @@ bool wants_gpu(int argc, char** argv) {
     return false;
   }
 }
+// On a device out-of-memory failure, the CUDA allocator's pools as the failed step left them.
+void report_out_of_memory(const std::exception& e, c10::Device device, int rank) {
+  if (std::string_view(e.what()).find("out of memory") == std::string_view::npos) return;
+  const std::string mem = device_memory_summary(device);
+  if (!mem.empty())
+    std::fprintf(stderr, "rank %d: device memory after the failure (what the failed step held is freed): %s\n", rank,
+                 mem.c_str());
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,12 +196,7 @@ int main(int argc, char** argv) {
   } catch (const CollectiveError& e) {  // every rank threw it together (a diverged run): no abort
     return report(e);
   } catch (const std::exception& e) {
-    if (std::string_view(e.what()).find("out of memory") != std::string_view::npos) {
-      const std::string mem = device_memory_summary(run->device());
-      if (!mem.empty())
-        std::fprintf(stderr, "rank %d: device memory after the failure (what the failed step held is freed): %s\n",
-                     rank, mem.c_str());
-    }
+    report_out_of_memory(e, run->device(), rank);
     abort_job(e.what(), dynamic_cast<const InputError*>(&e) ? 2 : 1);
   }
   return 0;
