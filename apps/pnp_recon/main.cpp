@@ -73,6 +73,7 @@ bool wants_gpu(int argc, char** argv) {
     return false;
   }
 }
+
 // On a device out-of-memory failure, the CUDA allocator's pools as the failed step left them.
 void report_out_of_memory(const std::exception& e, c10::Device device, int rank) {
   if (std::string_view(e.what()).find("out of memory") == std::string_view::npos) return;
