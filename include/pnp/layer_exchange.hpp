@@ -18,17 +18,18 @@ namespace pnp {
 
 // Rank `rank`'s view of d's split, for nn::with_layer_halos.
 std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int rank);
-// A 3D denoiser's view of a volume's slabs (whole slices, z.plane_ranks = 1): axes z, rows and
-// columns, only z split; world rank `rank` holds slab `rank`.
-std::vector<nn::AxisNeighbours> layer_neighbours(const SlabSplit& z, int rank);
+// A 3D denoiser's view of a volume's split (d.z's slabs, d's in-plane tiles): axes z, rows and
+// columns, for world rank `rank` (slab d.z.slab(rank), tile d.z.plane_rank(rank)).
+std::vector<nn::AxisNeighbours> layer_neighbours_3d(const Decomposition& d, int rank);
 
 class LayerExchange final : public nn::HaloExchanger {
  public:
   // The neighbours of comm.rank() in d's grid (row slabs: a grid of ranks x 1).
   LayerExchange(Communicator& comm, const Decomposition& d);
-  // A 3D denoiser's over a volume's slabs (layer_neighbours(z, rank)): comm is the world's, its
-  // ranks the slabs in order; the strips cross z only.
-  LayerExchange(Communicator& comm, const SlabSplit& z);
+  // A 3D denoiser's over a volume's slabs and tiles (layer_neighbours_3d): the strips across z go
+  // over `world` (the same tile's ranks in the slabs before and after), those across rows and
+  // columns over `plane` (the slab's ranks, d's tiles).
+  LayerExchange(Communicator& world, Communicator& plane, const Decomposition& d);
   // This rank's view of the split, for nn::with_layer_halos (= layer_neighbours(d, rank)).
   const std::vector<nn::AxisNeighbours>& axes() const { return axes_; }
   // The neighbours' strips of the tile, axis by axis (two phases on a grid): for each split
@@ -49,12 +50,13 @@ class LayerExchange final : public nn::HaloExchanger {
   struct Buffers {
     std::vector<Communicator::Message> sends, recvs;
   };
-  Communicator& comm_;
+  std::vector<Communicator*> comms_;  // per axis: the communicator its peers are ranks of
   std::vector<nn::AxisNeighbours> axes_;
   std::vector<int> lo_peer_, hi_peer_;  // per axis, -1 when none
   // per (node, axis, tile shape)
   std::map<std::tuple<int, int, std::vector<int64_t>>, Buffers> buffers_;
-  LayerExchange(Communicator& comm, std::vector<nn::AxisNeighbours> axes, std::vector<int> lo, std::vector<int> hi);
+  LayerExchange(std::vector<Communicator*> comms, std::vector<nn::AxisNeighbours> axes, std::vector<int> lo,
+                std::vector<int> hi);
   int axis_count() const { return static_cast<int>(axes_.size()); }
   void check_thin(const nn::Node& halo, int d, int64_t tile) const;
   // Packs and posts axis d's strips (false when this rank has none along d); collect_axis

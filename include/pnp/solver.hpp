@@ -149,7 +149,8 @@ at::ScalarType denoiser_dtype(const DenoiserConfig& c);
 // With distributed.halo_mode = layer, a communicator of more than one rank and its
 // decomposition (planned with align_owned), the graph gets halo nodes (nn::with_layer_halos)
 // and the executor exchanges at every layer; otherwise comm and d are not used. A 3D denoiser's
-// layer halo crosses the volume's slabs (d.z) over `world`, the ranks' communicator.
+// layer halo crosses the volume's slabs (d.z) over `world`, the ranks' communicator, and its
+// in-plane tiles over comm (the slab's).
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm = nullptr,
                        const Decomposition* d = nullptr, Communicator* world = nullptr);
 // The same with a given exchanger for a rank whose view of the split is `axes` (the layer

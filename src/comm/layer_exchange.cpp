@@ -13,12 +13,12 @@ std::vector<nn::AxisNeighbours> layer_neighbours(const Decomposition& d, int ran
   return axes;
 }
 
-std::vector<nn::AxisNeighbours> layer_neighbours(const SlabSplit& z, int rank) {
-  if (z.plane_ranks != 1) throw Error("layer_neighbours: a 3D denoiser's slabs are whole slices (plane_ranks = 1)");
-  const int slabs = static_cast<int>(z.ranges.size());
-  std::vector<nn::AxisNeighbours> axes(3);
+std::vector<nn::AxisNeighbours> layer_neighbours_3d(const Decomposition& d, int rank) {
+  const int slab = d.z.slab(rank), slabs = static_cast<int>(d.z.ranges.size());
+  std::vector<nn::AxisNeighbours> axes{nn::AxisNeighbours{}};
   axes[0].split = slabs > 1;
-  axes[0].lo = rank > 0, axes[0].hi = rank + 1 < slabs;
+  axes[0].lo = slab > 0, axes[0].hi = slab + 1 < slabs;
+  for (const auto& a : layer_neighbours(d, d.z.plane_rank(rank))) axes.push_back(a);
   return axes;
 }
 
@@ -30,18 +30,28 @@ std::vector<int> peers_of(const Decomposition& d, int rank, bool hi) {
 }
 }  // namespace
 
-LayerExchange::LayerExchange(Communicator& comm, std::vector<nn::AxisNeighbours> axes, std::vector<int> lo,
-                             std::vector<int> hi)
-    : comm_(comm), axes_(std::move(axes)), lo_peer_(std::move(lo)), hi_peer_(std::move(hi)) {}
+LayerExchange::LayerExchange(std::vector<Communicator*> comms, std::vector<nn::AxisNeighbours> axes,
+                             std::vector<int> lo, std::vector<int> hi)
+    : comms_(std::move(comms)), axes_(std::move(axes)), lo_peer_(std::move(lo)), hi_peer_(std::move(hi)) {}
 
 LayerExchange::LayerExchange(Communicator& comm, const Decomposition& d)
-    : LayerExchange(comm, layer_neighbours(d, comm.rank()), peers_of(d, comm.rank(), false),
+    : LayerExchange({&comm, &comm}, layer_neighbours(d, comm.rank()), peers_of(d, comm.rank(), false),
                     peers_of(d, comm.rank(), true)) {}
 
-LayerExchange::LayerExchange(Communicator& comm, const SlabSplit& z)
-    : LayerExchange(comm, layer_neighbours(z, comm.rank()),
-                    {comm.rank() > 0 ? comm.rank() - 1 : -1, -1, -1},
-                    {comm.rank() + 1 < static_cast<int>(z.ranges.size()) ? comm.rank() + 1 : -1, -1, -1}) {}
+namespace {
+// A 3D split's peers along z (world ranks: the same tile one slab before or after), then the
+// tile's in-plane ones (plane ranks).
+std::vector<int> peers_3d(const Decomposition& d, int rank, bool hi) {
+  const int slab = d.z.slab(rank), slabs = static_cast<int>(d.z.ranges.size()), pr = d.z.plane_ranks;
+  std::vector<int> out{hi ? (slab + 1 < slabs ? rank + pr : -1) : (slab > 0 ? rank - pr : -1)};
+  for (int p : peers_of(d, d.z.plane_rank(rank), hi)) out.push_back(p);
+  return out;
+}
+}  // namespace
+
+LayerExchange::LayerExchange(Communicator& world, Communicator& plane, const Decomposition& d)
+    : LayerExchange({&world, &plane, &plane}, layer_neighbours_3d(d, world.rank()), peers_3d(d, world.rank(), false),
+                    peers_3d(d, world.rank(), true)) {}
 
 void LayerExchange::check_thin(const nn::Node& halo, int d, int64_t tile) const {
   const auto& a = halo.attrs;
@@ -79,7 +89,7 @@ bool LayerExchange::post_axis(const nn::Node& halo, const at::Tensor& tile, int 
     for (const auto& [peer, sz] : recvs) b.recvs.push_back({peer, at::empty(sz, opts)});
   }
   for (size_t i = 0; i < sends.size(); ++i) nn::halo_box_into(b.sends[i].buffer, halo, tile, strips, std::get<1>(sends[i]));
-  pending_ = comm_.start_exchange(b.sends, b.recvs);
+  pending_ = comms_[static_cast<size_t>(d)]->start_exchange(b.sends, b.recvs);
   in_flight_ = &b;
   return true;
 }

@@ -92,8 +92,9 @@ class PerShape final : public nn::Executor {
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm, const Decomposition* decomp,
                        Communicator* world) {
   if (cfg.denoiser.dim == 3) {  // the layer halo across a volume's slabs, over the world's ranks
-    if (world && decomp && cfg.distributed.halo_mode == HaloMode::layer && decomp->z.ranges.size() > 1) {
-      auto ex = std::make_unique<LayerExchange>(*world, decomp->z);
+    if (world && comm && decomp && cfg.distributed.halo_mode == HaloMode::layer &&
+        (decomp->z.ranges.size() > 1 || decomp->tiles.size() > 1)) {
+      auto ex = std::make_unique<LayerExchange>(*world, *comm, *decomp);
       const auto axes = ex->axes();
       return make_distributed_denoiser(cfg, device, std::move(ex), axes);
     }

@@ -37,10 +37,6 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
   if (graph.dim == 3) {  // a 3D denoiser: a volume's slabs exchange a z-halo of its receptive radius
     if (!z.volume())
       throw InputError("denoiser.dim = 3 needs a volume (problem.slices > 0, or a 3D problem.sinogram)");
-    if (layer && z.plane_ranks > 1)
-      throw InputError("denoiser.dim = 3 with distributed.halo_mode = \"layer\" runs on whole slices: set "
-                       "distributed.plane_ranks = 1 (its layer halo crosses z only; halo_mode = \"input\" takes "
-                       "in-plane tiles too)");
     if (layer) {
       // The layer halo across z: no z-halo, each layer exchanges its own; the slab boundaries on
       // the network's sampling grid (as the in-plane tiles' are).
@@ -53,7 +49,7 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
                          " slabs there (multiples of " + std::to_string(graph.alignment()) +
                          "): use fewer ranks, or halo_mode = \"input\"");
       }
-      p.layer_exchange = z.ranges.size() > 1;
+      p.layer_exchange = z.ranges.size() > 1 || z.plane_ranks > 1;
     } else {
       p.decomp.z.halo = dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
       p.decomp.z.align = graph.alignment();

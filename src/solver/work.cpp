@@ -22,8 +22,8 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
       const auto [e0, e1] = d.z.ext(r);
       DenoiserWork w;
       w.ideal = total / world;
-      if (cfg.distributed.halo_mode == HaloMode::layer && d.z.ranges.size() > 1) {  // each layer's z strips
-        const nn::Graph g = nn::with_layer_halos(whole, layer_neighbours(d.z, r));
+      if (cfg.distributed.halo_mode == HaloMode::layer && world > 1) {  // each layer's strips
+        const nn::Graph g = nn::with_layer_halos(whole, layer_neighbours_3d(d, r));
         const std::vector<int64_t> shape{1, c, d.z.count(r), e.rows(), e.cols()};
         w.flops = roofline::count(g, shape).flops;
         const nn::HaloTraffic h = nn::layer_halo_traffic(g, nn::infer_shapes(g, shape), cfg.denoiser.precision == "bf16" ? 2 : 4);

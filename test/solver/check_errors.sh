@@ -48,8 +48,9 @@ refused_case() {  # name, expected message (grep -E), ranks, then --set argument
 }
 refused_case "3D denoiser on one image" 'a 3D denoiser needs a volume' 1 --set denoiser.dim=3
 refused_case "plane_ranks on one image" 'leave it at 1' 2 --set distributed.plane_ranks=2
-refused_case "3D layer halo on tiles" 'runs on whole slices' 2 --set problem.slices=4 --set denoiser.dim=3 \
-  --set denoiser.weights="''" --set distributed.plane_ranks=2 --set distributed.halo_mode=layer
+refused_case "3D layer halo off the network's grid" 'network.s grid of 8 slices' 3 --set problem.slices=12 \
+  --set denoiser.dim=3 --set denoiser.weights="''" --set denoiser.architecture=drunet --set distributed.plane_ranks=1 \
+  --set distributed.halo_mode=layer --set problem.size=32 --set denoiser.features=[8,16,16,16] --set denoiser.blocks=1
 refused_case "fp8 emulation compiled" 'fp8_emulated. is the eager reference' 1 --set denoiser.precision=fp8_emulated \
   --set compile.mode=pre
 
