@@ -59,3 +59,31 @@ TEST_CASE("MPI: operator norm is independent of the decomposition") {
   const double dist32 = operator_norm(g, b, allreduce, po, at::kCPU, at::kFloat);
   CHECK(std::fabs(dist32 - one) / one < 1e-4);
 }
+
+TEST_CASE("MPI: a volume's slabs x tiles, float64: A and its adjoint equal the whole volume's") {
+  // R ranks: planes of 2 tiles when R is even (2 ranks: 1 slab x 2 tiles, 4: 2 slabs x 2 tiles),
+  // else R slabs of whole slices; each rank's batch of its slab's slices on its tile, the partial
+  // sinograms summed over its plane.
+  const int R = size_(), r = rank_();
+  const int planes = R % 2 == 0 ? 2 : 1, slabs = R / planes;
+  const int slab = r / planes, tile = r % planes;
+  MPI_Comm plane;
+  REQUIRE(MPI_Comm_split(MPI_COMM_WORLD, slab, tile, &plane) == MPI_SUCCESS);
+  const int64_t S = 7, n = 37;
+  auto g = Geometry::standard(n, 11, 56);
+  at::manual_seed(21);  // the same volume and sinograms on every rank
+  auto vol = at::rand({S, n, n}, at::kDouble);
+  auto sin = at::rand({S, 11, 56}, at::kDouble);
+  auto full = forward_slices(vol, g, g.full_box());
+  auto fullT = adjoint_slices(sin, g, g.full_box());
+  CHECK(full.abs().max().item<double>() > 0.1);  // content, not zeros
+  const int64_t z0 = S * slab / slabs, z1 = S * (slab + 1) / slabs;
+  const Box b = grid_boxes(n, planes, 1)[static_cast<size_t>(tile)];
+  auto mine = vol.slice(0, z0, z1).slice(1, b.r0, b.r1).slice(2, b.c0, b.c1).contiguous();
+  auto p = forward_slices(mine, g, b);
+  MPI_Allreduce(MPI_IN_PLACE, p.data_ptr<double>(), static_cast<int>(p.numel()), MPI_DOUBLE, MPI_SUM, plane);
+  CHECK(max_rel(p, full.slice(0, z0, z1)) < 1e-13);
+  auto back = adjoint_slices(sin.slice(0, z0, z1).contiguous(), g, b);
+  CHECK(max_rel(back, fullT.slice(0, z0, z1).slice(1, b.r0, b.r1).slice(2, b.c0, b.c1)) < 1e-13);
+  MPI_Comm_free(&plane);
+}
