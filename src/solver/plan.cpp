@@ -34,7 +34,7 @@ ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& grap
   p.halo = layer ? 0 : dc.halo > 0 ? dc.halo : nn::receptive_radius(graph);
   p.decomp = plan_decomposition(cfg.problem.size, ranks, dc.decomposition, dc.grid, p.halo, graph.alignment(), layer);
   p.decomp.z = z;
-  if (graph.dim == 3) {  // a 3D denoiser: a volume's slabs exchange a z-halo of its receptive radius
+  if (graph.dim == 3) {  // a 3D denoiser: its slabs exchange a z-halo of its receptive radius, or every layer's strips
     if (!z.volume())
       throw InputError("denoiser.dim = 3 needs a volume (problem.slices > 0, or a 3D problem.sinogram)");
     if (layer) {
