@@ -26,7 +26,8 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
         const nn::Graph g = nn::with_layer_halos(whole, layer_neighbours_3d(d, r));
         const std::vector<int64_t> shape{1, c, d.z.count(r), e.rows(), e.cols()};
         w.flops = roofline::count(g, shape).flops;
-        const nn::HaloTraffic h = nn::layer_halo_traffic(g, nn::infer_shapes(g, shape), cfg.denoiser.precision == "bf16" ? 2 : 4);
+        const int64_t eb = cfg.denoiser.precision == "bf16" ? 2 : 4;
+        const nn::HaloTraffic h = nn::layer_halo_traffic(g, nn::infer_shapes(g, shape), eb);
         w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
       } else {
         w.flops = roofline::count(whole, {1, c, e1 - e0, e.rows(), e.cols()}).flops;
