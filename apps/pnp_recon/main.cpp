@@ -77,9 +77,12 @@ bool wants_gpu(int argc, char** argv) {
 // On a device out-of-memory failure, the CUDA allocator's pools as the failed step left them.
 void report_out_of_memory(const std::exception& e, c10::Device device, int rank) {
   if (std::string_view(e.what()).find("out of memory") == std::string_view::npos) return;
-  const std::string mem = device_memory_summary(device);
+  // As the allocator ran out (before the failure unwound what held the memory), else now.
+  const std::string at_failure = device_memory_at_failure();
+  const std::string mem = at_failure.empty() ? device_memory_summary(device) : at_failure;
   if (!mem.empty())
-    std::fprintf(stderr, "rank %d: device memory after the failure (what the failed step held is freed): %s\n", rank,
+    std::fprintf(stderr, "rank %d: device memory %s: %s\n", rank,
+                 at_failure.empty() ? "after the failure (what the failed step held is freed)" : "as the allocator ran out",
                  mem.c_str());
 }
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -66,10 +67,12 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
      << (cfg.denoiser.weights.empty() ? "seeded random init" : cfg.denoiser.weights) << "\n";
   const ExecutionPlan& ex = plan.exec;
   static const char* const kExecutor[] = {"eager", "native", "inductor"};
+  const bool patched = std::any_of(plan.memory.begin(), plan.memory.end(), [](const MemoryPlan& m) { return !captures_allowed(m); });
   os << "compile      mode " << to_string(cfg.compile.mode) << ", backend " << to_string(cfg.compile.backend)
      << "; the denoiser runs " << kExecutor[static_cast<int>(ex.executor)]
-     << (ex.executor_graph ? " as one CUDA graph per call" : "")
-     << (ex.region_graphs ? ", the solver's regions as CUDA graphs" : "") << "\n";
+     << (ex.executor_graph && !patched ? " as one CUDA graph per call" : "")
+     << (ex.region_graphs && !patched ? ", the solver's regions as CUDA graphs" : "")
+     << (patched && (ex.executor_graph || ex.region_graphs) ? " (in patches: no CUDA graphs, captures_allowed)" : "") << "\n";
   os << "ranks        " << ranks << " on " << (dev.is_cuda() ? "CUDA" : "CPU") << ", communication " << comm_kind << "\n";
   os << "decomposition " << d.describe();
   const auto& plans = plan.memory;

@@ -64,6 +64,22 @@ std::string input_file_problem(const std::string& path);
 double host_memory_bytes();
 
 // Build and runtime provenance written into every output file.
+// What pnp is doing, named as the memory plan's terms ("solver", "metrics", "denoiser", ...): the
+// allocations made inside a scope are named after it when the device's allocator keeps a record
+// (device.hpp, record_memory_stages), so that an out-of-memory report says which term held what.
+// Scopes nest (the innermost names); per thread.
+class MemoryStage {
+ public:
+  explicit MemoryStage(const char* name) noexcept;
+  ~MemoryStage();
+  MemoryStage(const MemoryStage&) = delete;
+  MemoryStage& operator=(const MemoryStage&) = delete;
+  static const char* current() noexcept;  // "" outside every scope
+
+ private:
+  const char* previous_;
+};
+
 struct Provenance {
   std::string program;
   std::string version;

@@ -42,9 +42,16 @@ void limit_device_memory(c10::Device d, double bytes);
 // convolution on a CUDA device; no effect elsewhere.
 void cap_conv_workspace(c10::Device d, double bytes);
 // One line on the CUDA caching allocator of device d now: per pool (the general one, each CUDA
-// graph's) its reserved and allocated bytes, and the largest live blocks; "" elsewhere. For an
+// graph's) its reserved and allocated bytes, its live blocks and its largest free one; the largest
+// live blocks; with record_memory_stages, the live bytes per MemoryStage. "" elsewhere. For an
 // out-of-memory error's report.
 std::string device_memory_summary(c10::Device d);
+// Has the CUDA allocator of device d name each live block after the MemoryStage it was allocated
+// in (device_memory_summary then sums them per stage), and keep a summary made as it runs out of
+// memory, before the failure unwinds what held it (device_memory_at_failure: "" until then). No
+// effect on the CPU.
+void record_memory_stages(c10::Device d);
+std::string device_memory_at_failure();
 // A float32 tensor of `shape` in host memory, outside the device's: for a CUDA device pinned (its
 // copies to and from the device can run asynchronously, on a stream of their own); for the CPU
 // allocated apart from LibTorch's allocator, so that a streamed volume's slab held here is not

@@ -45,6 +45,16 @@ bool executor_captures(const CompileConfig& c);
 // Whether the solver captures its regions as CUDA graphs: compile.mode = post or fused with
 // compile.cuda_graphs, on a CUDA device (docs/design.md, "Compile placement and backend").
 bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device);
+struct MemoryPlan;
+// Whether the run may capture CUDA graphs (the executor's own in pre, the solver's regions in post
+// and fused): not when the plan cuts the tile into patches. A graph keeps the pool it allocated
+// from for good, and a pool that served patch after patch holds their fragments too: on an H100
+// up to 1.2 GiB over the plan at 8192² under 8 GB (pre), a capture of 6 patches out of memory at
+// 16384² under 40 GB (fused), and with the gradient region alone captured (its capture hands the
+// cache back first) 3 of 10 fused runs out of memory against none of the same plans in pre.
+// Uncaptured, the allocator reuses and hands back its blocks between the stages; a patch's
+// hundreds of milliseconds hide the step's launches.
+bool captures_allowed(const MemoryPlan& m);
 
 // The decisions a configuration makes on `ranks` ranks before any data, communicator or
 // executor exists, made here once: pnp_recon's plan (and --dry-run), pnp_bench --scaling and

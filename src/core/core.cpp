@@ -16,6 +16,13 @@
 #include <system_error>
 
 namespace pnp {
+
+namespace {
+thread_local const char* g_memory_stage = "";
+}
+MemoryStage::MemoryStage(const char* name) noexcept : previous_(g_memory_stage) { g_memory_stage = name; }
+MemoryStage::~MemoryStage() { g_memory_stage = previous_; }
+const char* MemoryStage::current() noexcept { return g_memory_stage; }
 const char* build_git_commit();  // generated at build time (cmake/PnpStampCommit.cmake)
 const char* build_version();
 

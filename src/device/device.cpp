@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -89,28 +91,87 @@ void cap_conv_workspace(c10::Device d, double bytes) {
   setenv("CUDNN_CONV_WSCAP_DBG", std::to_string(mib).c_str(), 0);
 }
 
+#ifdef PNP_HAVE_CUDA
+namespace {
+// The stage an allocation was made in (MemoryStage), as the allocator's context of a live block.
+struct StageContext final : c10::GatheredContext {
+  explicit StageContext(const char* s) : stage(s) {}
+  const char* stage;
+};
+std::shared_ptr<c10::GatheredContext> stage_context() { return std::make_shared<StageContext>(MemoryStage::current()); }
+bool g_stages = false;
+std::mutex g_oom_mutex;
+std::string g_oom_summary;  // the pools when the allocator last ran out, before anything was freed
+}  // namespace
+#endif
+
+void record_memory_stages(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (!d.is_cuda() || g_stages) return;
+  namespace cca = c10::cuda::CUDACachingAllocator;
+  cca::recordHistory(true, stage_context, 1, cca::RecordContext::STATE, false, {});
+  // Called by the allocator as it fails, before the exception unwinds what held the memory.
+  cca::attachOutOfMemoryObserver([d](int64_t device, size_t, size_t, size_t) {
+    if (device != d.index()) return;
+    std::string s = device_memory_summary(d);
+    const std::lock_guard<std::mutex> lock(g_oom_mutex);
+    g_oom_summary = std::move(s);
+  });
+  g_stages = true;
+#endif
+  (void)d;
+}
+
+std::string device_memory_at_failure() {
+#ifdef PNP_HAVE_CUDA
+  const std::lock_guard<std::mutex> lock(g_oom_mutex);
+  return g_oom_summary;
+#else
+  return "";
+#endif
+}
+
 std::string device_memory_summary(c10::Device d) {
 #ifdef PNP_HAVE_CUDA
   d = concrete_device(d);
   if (!d.is_cuda()) return "";
-  // per pool (the general one, each CUDA graph's): reserved and allocated bytes; the largest live blocks
-  std::map<std::pair<unsigned long long, unsigned long long>, std::pair<double, double>> pools;
+  // per pool (the general one, each CUDA graph's): reserved and allocated bytes, its live blocks
+  // and its largest free one (what a request larger than that needs anew); the largest live blocks
+  struct Pool {
+    double reserved = 0, allocated = 0, largest_free = 0;
+    int live = 0;
+  };
+  std::map<std::pair<unsigned long long, unsigned long long>, Pool> pools;
   std::vector<double> live;
+  std::map<std::string, double> by_stage;  // live bytes per MemoryStage (record_memory_stages)
   const auto snap = c10::cuda::CUDACachingAllocator::snapshot({0, 0}, false);
   for (const auto& seg : snap.segments) {
     if (seg.device != d.index()) continue;
     auto& p = pools[{seg.owner_private_pool_id.first, seg.owner_private_pool_id.second}];
-    p.first += static_cast<double>(seg.total_size), p.second += static_cast<double>(seg.allocated_size);
+    p.reserved += static_cast<double>(seg.total_size), p.allocated += static_cast<double>(seg.allocated_size);
     for (const auto& b : seg.blocks)
-      if (b.allocated) live.push_back(static_cast<double>(b.size));
+      if (b.allocated) {
+        live.push_back(static_cast<double>(b.size)), ++p.live;
+        const auto* c = dynamic_cast<const StageContext*>(b.context_when_allocated.get());
+        by_stage[c && *c->stage ? c->stage : "unnamed"] += static_cast<double>(b.size);
+      } else {
+        p.largest_free = std::max(p.largest_free, static_cast<double>(b.size));
+      }
   }
   std::sort(live.rbegin(), live.rend());
   std::string out;
-  for (const auto& [id, rb] : pools)
+  for (const auto& [id, p] : pools)
     out += std::string(out.empty() ? "" : "; ") + (id.first == 0 && id.second == 0 ? "general pool" : "graph pool") +
-           " reserved " + human_bytes(rb.first) + ", allocated " + human_bytes(rb.second);
+           " reserved " + human_bytes(p.reserved) + ", allocated " + human_bytes(p.allocated) + " in " +
+           std::to_string(p.live) + " blocks, largest free block " + human_bytes(p.largest_free);
   out += "; largest live blocks:";
-  for (size_t i = 0; i < std::min<size_t>(live.size(), 6); ++i) out += (i ? ", " : " ") + human_bytes(live[i]);
+  for (size_t i = 0; i < std::min<size_t>(live.size(), 8); ++i) out += (i ? ", " : " ") + human_bytes(live[i]);
+  if (g_stages) {
+    out += "; live by stage:";
+    bool first = true;
+    for (const auto& [stage, bytes] : by_stage) out += (first ? " " : ", ") + stage + " " + human_bytes(bytes), first = false;
+  }
   return out;
 #else
   (void)d;

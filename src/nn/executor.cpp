@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "pnp/core.hpp"
 #include "pnp/nn/executor.hpp"
 
 namespace pnp::nn {
@@ -249,6 +250,7 @@ class EagerExecutor final : public Executor {
 
   at::Tensor forward(const at::Tensor& x_in, double sigma) override {
     infer_shapes(g_, x_in.sizes().vec());  // clear InputError for bad ranks, channels, sizes
+    const MemoryStage stage("denoiser");
     at::NoGradGuard no_grad;
     at::Tensor x = x_in.to(device_, dtype_).contiguous();
     if (g_.output() == 0) return x.is_same(x_in) ? x.clone() : x;  // identity

@@ -1,6 +1,8 @@
 #include "capture.hpp"
 
 #include "pnp/core.hpp"
+#include "pnp/device.hpp"
+#include "pnp/messages.hpp"
 
 #ifdef PNP_HAVE_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -34,9 +36,12 @@ class CudaRegion final : public CapturedRegion {
       graph_.capture_begin();
       try {
         fn();
-      } catch (...) {
+      } catch (const std::exception& e) {
+        // The pools as the failed capture holds them (ending it frees its blocks).
+        const std::string pools = device_memory_summary(device_);
         try { graph_.capture_end(); } catch (...) {}
-        throw;
+        if (pools.empty()) throw;
+        throw Error(error_line(e.what()) + " [the allocator's pools in the capture: " + pools + "]");
       }
       graph_.capture_end();
     }

@@ -8,9 +8,11 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "checkpoint.hpp"
+#include "pnp/core.hpp"
 #include "pnp/device.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
@@ -308,6 +310,7 @@ class PnpLoop {
   void measure(int64_t it, const QualityMonitor::Sums& streamed) {
     const size_t i = static_cast<size_t>(it);
     Watchdog::beat("metrics");
+    const MemoryStage stage("metrics");
     // The metrics' own peak (between two phases: the phases' peaks are read already).
     reset_device_peak(p_.device);
     const bool finite = p_.stream ? p_.quality.finish(streamed, rec_.residual[i], rec_.psnr[i], rec_.ssim[i])
@@ -453,6 +456,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   }
   const int64_t resident = rec.memory.stream;  // a streamed slab's group (0: the slab resident)
 
+  const MemoryStage solver_stage("solver");  // the loop's own buffers; its parts name theirs
   LoopState s;
   std::unique_ptr<SlabStream> stream;
   const auto t_init = Clock::now();  // the initial image: from the checkpoint or solver.init
@@ -479,7 +483,9 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   }
   const Problem& loop_prob = stream ? stream->group() : prob;  // the regions' problem
   allocate_buffers(s, me, loop_prob, opts, prob.z0 - e0, resident > 0 ? resident : e1 - e0);
+  std::optional<MemoryStage> metrics_stage(std::in_place, "metrics");
   QualityMonitor quality(prob, d, plane, comm, opts, resident);
+  metrics_stage.reset();
 
   PhaseTimer timer(device, timer_slots(), iters);
   if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
@@ -491,7 +497,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   if (z3) zhalo = std::make_unique<ZHaloPlan>(comm, d.z, opts, std::vector<int64_t>{me.ext.rows(), me.ext.cols()});
   DenoiseRegion denoise(me, halo, den, s, denoise_settings(cfg, rec, start), zhalo.get(), prob.z0 - e0);
   StepRunner runner(stream ? CompileMode::pre : cfg.compile.mode, cfg.compile.cuda_graphs, device, plane, gradient,
-                    denoise, timer);
+                    denoise, timer, captures_allowed(rec.memory));
   rec.setup_peak_bytes = device_peak_bytes(device);  // the timer's first phase resets it
   const PnpLoop::Parts parts{cfg,    d,     comm,    plane,   prob,   den,    device,       resume,
                              rec,    series, s,      quality, timer,  gradient, denoise,   runner, stream.get()};

@@ -17,6 +17,8 @@ bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device) {
   return device.is_cuda() && cuda_graphs && (mode == CompileMode::post || mode == CompileMode::fused);
 }
 
+bool captures_allowed(const MemoryPlan& m) { return m.patches <= 1; }
+
 ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& graph, at::Device device) {
   const DistributedConfig& dc = cfg.distributed;
   ExecutionPlan p;

@@ -14,6 +14,8 @@
 #include <filesystem>
 
 #include "checkpoint.hpp"
+#include "pnp/core.hpp"
+#include "pnp/device.hpp"
 #include "pnp/solver.hpp"
 #include "pnp/timing.hpp"
 #include "pnp/watchdog.hpp"
@@ -212,11 +214,17 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   // ... and LibTorch's convolutions (the eager executor's, the native one's fallbacks) within the
   // plan's workspace term.
   cap_conv_workspace(r.device_, r.memory_.workspace);
+  // Each live block named after the plan's term that allocated it, for an out-of-memory report.
+  record_memory_stages(r.device_);
   Watchdog::beat("set-up: the data and the denoiser");
   collectively(world, [&] {
+    const MemoryStage data("data");
     r.prob_ = setup_problem(r.cfg_, r.decomp_, rank, r.device_, &r.plane(), r.comm_.get(), r.memory_.stream > 0);
     part("data");
-    r.den_ = make_denoiser(r.cfg_, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
+    const MemoryStage weights("weights");
+    Config dc = r.cfg_;  // a denoiser in patches without a graph of its own (captures_allowed)
+    if (!captures_allowed(r.memory_)) dc.compile.cuda_graphs = false;
+    r.den_ = make_denoiser(dc, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
     part("denoiser");
   });
   // output.resume: the checkpoint, when there is one, read by every rank (it must come from

@@ -1,5 +1,7 @@
 #include "regions.hpp"
 
+#include "pnp/core.hpp"
+
 #include <chrono>
 
 namespace pnp {
@@ -17,6 +19,7 @@ int slot(Phase p) { return static_cast<int>(p); }
 }  // namespace
 
 void GradientRegion::run(PhaseTimer* timer) {
+  const MemoryStage stage("physics");
   const bool slab = prob_.volume();  // the slab's slices, each its own 2D problem
   timed(timer, slot(Phase::forward_projection), [&] {
     if (slab)
@@ -55,6 +58,7 @@ void DenoiseRegion::set_sigma(double sigma) {
 }
 
 void DenoiseRegion::run(PhaseTimer* timer) {
+  const MemoryStage stage("patching");  // the gathered output, each patch's copies; the executor names its own
   const Box &own = tile_.own, &ext = tile_.ext;
   timed(timer, slot(Phase::halo_exchange), [&] {
     if (zhalo_) {  // the own slices' in-plane halos, then the z-halo's slices (their halos with them)
@@ -108,9 +112,9 @@ void DenoiseRegion::run(PhaseTimer* timer) {
 }
 
 StepRunner::StepRunner(CompileMode mode, bool cuda_graphs, at::Device device, Communicator& comm,
-                       GradientRegion& grad, DenoiseRegion& den, PhaseTimer& timer)
+                       GradientRegion& grad, DenoiseRegion& den, PhaseTimer& timer, bool allowed)
     : mode_(mode), device_(device), comm_(comm), grad_(grad), den_(den), timer_(timer) {
-  capture_ = solver_captures(mode, cuda_graphs, device);
+  capture_ = allowed && solver_captures(mode, cuda_graphs, device);
   if (capture_ && comm.size() > 1 && comm.backend() != "nccl")
     throw InputError("compile.mode = \"" + to_string(mode) +
                      "\" captures the communication in a CUDA graph, which needs "

@@ -89,8 +89,9 @@ class StepRunner {
  public:
   // Throws InputError for a capture (modes post and fused) over a communicator that cannot be
   // captured.
+  // allowed = false (a denoiser in patches, captures_allowed): nothing is captured.
   StepRunner(CompileMode mode, bool cuda_graphs, at::Device device, Communicator& comm, GradientRegion& grad,
-             DenoiseRegion& den, PhaseTimer& timer);
+             DenoiseRegion& den, PhaseTimer& timer, bool allowed = true);
   bool capturing() const { return capture_; }
   // Runs iteration `it`: both regions with every phase timed, or the captured graph(s).
   void run(int64_t it);
