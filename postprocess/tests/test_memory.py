@@ -66,4 +66,10 @@ def test_the_repository_matrix_every_run_that_ran_held_its_budget_and_estimate()
     assert len(ran) >= 20
     for r in ran:
         assert r["peak_share"] <= 1.0, r
+    # The estimate within 10 % of the peak, for the plan as it stands: tag f (d5d9c35) and tag e's
+    # pre runs (a trial whose pre path is f's: a tile in patches without graphs). Earlier tags
+    # captured every tile, and a graph's pool kept a lower allocated peak (0.867 at 16384² under 16 GB).
+    current = [r for r in ran if r["tag"] == "f" or (r["tag"] == "e" and r["mode"] == "pre")]
+    assert len(current) >= 15
+    for r in current:
         assert 0.9 <= r["peak_over_estimate"] <= 1.0, r

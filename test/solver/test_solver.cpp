@@ -3,7 +3,11 @@
 
 #include <cmath>
 #include <map>
+#include <string>
+#include <thread>
 
+#include "pnp/core.hpp"
+#include "pnp/device.hpp"
 #include "pnp/solver.hpp"
 
 using namespace pnp;
@@ -341,6 +345,54 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   CHECK(m8.total() <= kCudaBudgetShare * 6e9);
   c.denoiser.memory_limit_gb = 1;
   CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
+}
+
+TEST_CASE("captures_allowed: a tile in patches runs without CUDA graphs, a whole tile with them") {
+  Config c = gd_config();
+  c.problem.size = 4096;
+  c.denoiser.architecture = "drunet";
+  c.compile.mode = CompileMode::fused;
+  const nn::Graph g = denoiser_graph(c.denoiser);
+  TilePlan tile;
+  tile.own = tile.ext = Box{0, 4096, 0, 4096};
+  MemoryContext ctx;
+  ctx.cuda = true, ctx.angles = 100, ctx.detectors = 5793;
+  c.denoiser.memory_limit_gb = 80;  // the whole tile in one call
+  const MemoryPlan whole = plan_memory(c, g, tile, ctx);
+  CHECK_FALSE(whole.patched());
+  CHECK(captures_allowed(whole));
+  c.denoiser.memory_limit_gb = 8;  // the H100 matrix's 4096² case: 4 patches
+  const MemoryPlan patched = plan_memory(c, g, tile, ctx);
+  REQUIRE(patched.patched());
+  CHECK(patched.patches > 1);
+  CHECK_FALSE(captures_allowed(patched));
+  // the plan is what decides: a patch size set by hand counts the same
+  c.denoiser.memory_limit_gb = 0;
+  c.denoiser.patch_size = 1024;
+  CHECK_FALSE(captures_allowed(plan_memory(c, g, tile, ctx)));
+}
+
+TEST_CASE("MemoryStage: the innermost scope names the allocations, and the outer one is back after it") {
+  CHECK(std::string(MemoryStage::current()).empty());
+  {
+    const MemoryStage solver("solver");
+    CHECK(std::string(MemoryStage::current()) == "solver");
+    {
+      const MemoryStage metrics("metrics");
+      CHECK(std::string(MemoryStage::current()) == "metrics");
+    }
+    CHECK(std::string(MemoryStage::current()) == "solver");
+  }
+  CHECK(std::string(MemoryStage::current()).empty());
+  // per thread: another thread starts outside every scope
+  const MemoryStage here("denoiser");
+  std::string there = "unset";
+  std::thread([&] { there = MemoryStage::current(); }).join();
+  CHECK(there.empty());
+  // on the CPU nothing is recorded and the report is empty
+  record_memory_stages(at::kCPU);
+  CHECK(device_memory_summary(at::kCPU).empty());
+  CHECK(device_memory_at_failure().empty());
 }
 
 TEST_CASE("the execution plan: halo width and mode, tiles, executor and capture, decided once") {
