@@ -229,9 +229,10 @@ std::string remove_own_checkpoint(const std::string& path);
 // largest group of slices that fits (staging for the next group's upload and the last one's
 // download counted) is resident, the slab in host memory; a limit not even one slice meets is
 // refused with the streamed minimum.
-// On a GPU a plan fills at most kCudaBudgetShare of memory_limit_gb (the rest is the CUDA
-// caching allocator's: the free pieces between its live blocks, and CUDA graph pools that cannot
-// reuse them, count against the bound too).
+// On a GPU a plan fills at most cuda_plan_bytes(memory_limit_gb): kCudaBudgetShare of it, and
+// at least kCudaHeadroomFloor below it (the rest is the CUDA caching allocator's: the free pieces
+// between its live blocks, and CUDA graph pools that cannot reuse them, count against the bound
+// too, and they do not shrink with the budget).
 // With memory_limit_gb > 0 and patch_size = 0 the patches are chosen to fit the limit with the
 // least redundant work: the whole tile when it fits, else the rows x cols counts of patches
 // whose computed pixels are fewest (rectangular patches, every one of the same extent where
@@ -242,6 +243,11 @@ std::string remove_own_checkpoint(const std::string& path);
 // 15 % of the budget, reserved but unallocated), while every allocated peak stayed at 0.91-0.94
 // of the estimate.
 inline constexpr double kCudaBudgetShare = 0.90;
+// A 32 x 1024² slab streamed under 2 GB (H100, d5d9c35) ran out of memory with 278 MiB of the
+// allocator's fragments, more than the 10 % share leaves there (190 MiB).
+inline constexpr double kCudaHeadroomFloor = 512.0 * 1024 * 1024;
+// The bytes a GPU plan may fill under a limit of limit_gb (> 0).
+double cuda_plan_bytes(double limit_gb);
 struct MemoryPlan {
   int64_t patch_rows = 0, patch_cols = 0;  // input extent of one patch (0 = the whole extended tile)
   int64_t patches = 1;                     // denoiser calls per iteration

@@ -249,12 +249,25 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
   return m;
 }
 
+}  // namespace
+
+double cuda_plan_bytes(double limit_gb) {
+  const double limit = limit_gb * 1e9;
+  return std::max(0.0, std::min(kCudaBudgetShare * limit, limit - kCudaHeadroomFloor));
+}
+
+namespace {
+
 // The bytes of denoiser.memory_limit_gb a plan may fill on ctx's device (0: no limit).
 double usable_bytes(double limit_gb, const MemoryContext& ctx) {
-  return limit_gb * 1e9 * (ctx.cuda ? kCudaBudgetShare : 1.0);
+  if (limit_gb <= 0) return 0;
+  // a limit below the GPU's headroom leaves nothing to plan with (1 byte: no plan fits)
+  return ctx.cuda ? std::max(1.0, cuda_plan_bytes(limit_gb)) : limit_gb * 1e9;
 }
 // The limit whose usable share holds `bytes`.
-double needed_limit(double bytes, const MemoryContext& ctx) { return bytes / (ctx.cuda ? kCudaBudgetShare : 1.0); }
+double needed_limit(double bytes, const MemoryContext& ctx) {
+  return ctx.cuda ? std::max(bytes / kCudaBudgetShare, bytes + kCudaHeadroomFloor) : bytes;
+}
 
 }  // namespace
 

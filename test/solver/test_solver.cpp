@@ -242,9 +242,9 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
 
     // A limit between the smallest patches and the whole tile: the plan fits, and no tiling of
     // the two axes (every aligned patch size along each) that fits computes fewer pixels.
-    // (On a GPU, as ctx is, the plan fills at most kCudaBudgetShare of the limit.)
+    // (On a GPU, as ctx is, the plan fills at most cuda_plan_bytes of the limit.)
     c.denoiser.memory_limit_gb = 0.7 * whole.total() / 1e9;
-    const double usable = kCudaBudgetShare * c.denoiser.memory_limit_gb * 1e9;
+    const double usable = cuda_plan_bytes(c.denoiser.memory_limit_gb);
     const MemoryPlan m = plan_memory(c, g, tile, ctx);
     CAPTURE(m.describe());
     REQUIRE(m.patched());
@@ -291,7 +291,7 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
     REQUIRE(at != std::string::npos);
     CHECK(msg.find("Raise the limit") != std::string::npos);
     c.denoiser.memory_limit_gb = std::stod(msg.substr(at + key.size()));
-    CHECK(plan_memory(c, g, tile, ctx).total() <= kCudaBudgetShare * c.denoiser.memory_limit_gb * 1e9);
+    CHECK(plan_memory(c, g, tile, ctx).total() <= cuda_plan_bytes(c.denoiser.memory_limit_gb));
     // the CPU's plan may fill the whole limit: a limit just above the whole tile's estimate keeps
     // the whole tile there, while a GPU's plan under the same limit is patched
     MemoryContext cpu = ctx;
@@ -322,7 +322,7 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   ctx.angles = 100, ctx.detectors = 23171;
   const MemoryPlan m = plan_memory(c, g, tile, ctx);
   MESSAGE(m.describe());
-  CHECK(m.total() <= kCudaBudgetShare * 40e9);
+  CHECK(m.total() <= cuda_plan_bytes(40));
   CHECK(m.patched());
   CHECK(m.patch_shapes == 1);
   // square patches of the largest size that fits (the plan before) computed 2.1x the pixels
@@ -342,9 +342,16 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   const MemoryPlan m8 = plan_memory(c, g, tile, ctx);
   MESSAGE(m8.describe());
   CHECK(m8.patched());
-  CHECK(m8.total() <= kCudaBudgetShare * 6e9);
+  CHECK(m8.total() <= cuda_plan_bytes(6));
   c.denoiser.memory_limit_gb = 1;
   CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
+}
+
+TEST_CASE("cuda_plan_bytes: 90 % of a budget, and at least 512 MiB below a small one") {
+  CHECK(cuda_plan_bytes(40) == doctest::Approx(0.9 * 40e9));
+  CHECK(cuda_plan_bytes(8) == doctest::Approx(0.9 * 8e9));  // 800 MB left: the share decides
+  CHECK(cuda_plan_bytes(2) == doctest::Approx(2e9 - kCudaHeadroomFloor));  // 200 MB would not do
+  CHECK(cuda_plan_bytes(0.1) == 0.0);
 }
 
 TEST_CASE("captures_allowed: a tile in patches runs without CUDA graphs, a whole tile with them") {
