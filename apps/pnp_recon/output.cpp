@@ -144,6 +144,11 @@ void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int
 // /reconstruction and /ground_truth: one image, or a volume chunked by slice and compressed, so
 // that a notebook reads a slice without the rest.
 void write_images(io::H5File& f, const Decomposition& d, const GatheredRecord& g) {
+  if (g.image64.defined()) {  // solver.precision = "fp64": the iterate as computed, beside the float32 one
+    const at::Tensor x = g.image64.contiguous();
+    io::write(f, "/reconstruction_float64", x.data_ptr<double>(), x.sizes().vec(), "attenuation per pixel",
+              "final PnP iterate x in float64 (solver.precision = \"fp64\"), gathered from all tiles and slabs");
+  }
   if (!d.z.volume()) {
     at::Tensor img = g.image.contiguous();
     io::write(f, "/reconstruction", img.data_ptr<float>(), {d.n, d.n}, "attenuation per pixel",

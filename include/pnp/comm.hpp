@@ -89,7 +89,8 @@ class Communicator {
   };
   virtual std::unique_ptr<Pending> start_exchange(const std::vector<Message>& sends,
                                                   const std::vector<Message>& recvs) = 0;
-  // Gathers every rank's owned tile into an [n, n] image on rank 0 (CPU, float32);
+  // Gathers every rank's owned tile into an [n, n] image on rank 0 (CPU, float32, or float64
+  // when the tiles are);
   // returns an undefined tensor on the other ranks.
   virtual at::Tensor gather_tiles(const at::Tensor& own, const Decomposition& d);
 

@@ -65,6 +65,7 @@ struct SolverConfig {
   int64_t power_iterations = 100;
   double power_tol = 1e-6;
   int64_t stable_window = 5;          // stable iteration = mean of the last this many
+  std::string precision = "fp32";     // fp32 | fp64 (the CPU reference: state, physics and denoiser in float64)
 };
 
 struct DenoiserConfig {

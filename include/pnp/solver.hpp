@@ -156,6 +156,10 @@ nn::Graph denoiser_graph(const DenoiserConfig& c);
 // denoiser.precision as the executors' compute dtype: "fp32" -> kFloat, "bf16" -> kBFloat16.
 // The solver's own state stays float32; the denoiser casts its input and the solver its output.
 at::ScalarType denoiser_dtype(const DenoiserConfig& c);
+// The solver's state and physics: float32, or float64 with solver.precision = "fp64" (whose
+// denoiser then runs in float64 too: denoiser_dtype(Config)).
+at::ScalarType solver_dtype(const SolverConfig& c);
+at::ScalarType denoiser_dtype(const Config& c);
 // With distributed.halo_mode = layer, a communicator of more than one rank and its
 // decomposition (planned with align_owned), the graph gets halo nodes (nn::with_layer_halos)
 // and the executor exchanges at every layer; otherwise comm and d are not used. A 3D denoiser's
@@ -364,6 +368,7 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
 // What rank 0 writes: the record of every rank, gathered (empty vectors on other ranks).
 struct GatheredRecord {
   at::Tensor image;                        // [n, n] float32 CPU, the final iterate
+  at::Tensor image64;                      // the same in float64 (solver.precision = "fp64"; else undefined)
   at::Tensor truth;                        // [n, n] float32 CPU, the ground truth (undefined: none)
   std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
   std::vector<double> wall, region_gradient, region_denoise, bytes;  // [iterations x ranks]

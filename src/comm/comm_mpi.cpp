@@ -158,22 +158,26 @@ at::Tensor Communicator::gather_tiles(const at::Tensor& own, const Decomposition
     const Box& b = d.tile_of(q).own;
     return volume ? std::vector<int64_t>{d.z.count(q), b.rows(), b.cols()} : std::vector<int64_t>{b.rows(), b.cols()};
   };
-  at::Tensor mine = own.detach().to(at::kCPU, at::kFloat).contiguous();
+  // float32, or float64 as it came (solver.precision = "fp64")
+  const at::ScalarType dtype = own.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const MPI_Datatype type = dtype == at::kDouble ? MPI_DOUBLE : MPI_FLOAT;
+  const int64_t esize = static_cast<int64_t>(at::elementSize(dtype));
+  at::Tensor mine = own.detach().to(at::kCPU, dtype).contiguous();
   TORCH_CHECK(mine.sizes().vec() == piece(r), "gather_tiles: tile has the wrong size");
   // Point to point, in chunks: a tile can hold more than INT_MAX pixels (MPI counts are ints).
   if (r != 0) {
     for_chunks(mine.numel(), [&](int64_t off, int n) {
-      check_mpi(MPI_Send(mine.data_ptr<float>() + off, n, MPI_FLOAT, 0, kGatherTag, comm_), "MPI_Send (tiles)");
+      check_mpi(MPI_Send(static_cast<char*>(mine.data_ptr()) + off * esize, n, type, 0, kGatherTag, comm_), "MPI_Send (tiles)");
     });
     return {};
   }
-  at::Tensor img = volume ? at::empty({d.z.slices, d.n, d.n}, at::kFloat) : at::empty({d.n, d.n}, at::kFloat);
+  at::Tensor img = volume ? at::empty({d.z.slices, d.n, d.n}, dtype) : at::empty({d.n, d.n}, dtype);
   for (int q = 0; q < n_ranks; ++q) {
     const Box& b = d.tile_of(q).own;
-    at::Tensor tile = q == 0 ? mine : at::empty(piece(q), at::kFloat);
+    at::Tensor tile = q == 0 ? mine : at::empty(piece(q), dtype);
     if (q != 0)
       for_chunks(tile.numel(), [&](int64_t off, int n) {
-        check_mpi(MPI_Recv(tile.data_ptr<float>() + off, n, MPI_FLOAT, q, kGatherTag, comm_, MPI_STATUS_IGNORE),
+        check_mpi(MPI_Recv(static_cast<char*>(tile.data_ptr()) + off * esize, n, type, q, kGatherTag, comm_, MPI_STATUS_IGNORE),
                   "MPI_Recv (tiles)");
       });
     at::Tensor dst = volume ? img.narrow(0, d.z.range(q).first, d.z.count(q)) : img;

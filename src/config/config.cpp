@@ -39,6 +39,18 @@ void validate(const Config& c, const std::string& source) {
   if (c.problem.slices == 0 && c.problem.sinogram.empty() && c.distributed.plane_ranks != 1)
     throw InputError(source + ": distributed.plane_ranks splits the ranks of a volume (problem.slices > 0); a 2D image's "
                      "ranks all share its plane, so leave it at 1");
+  if (c.solver.precision == "fp64") {
+    auto refuse = [&](const std::string& what) {
+      throw InputError(source + ": solver.precision = \"fp64\" is the CPU reference in float64, " + what);
+    };
+    if (c.distributed.device != "cpu" && c.distributed.device != "auto")
+      refuse("so it needs distributed.device = \"cpu\"");
+    if (c.compile.mode != CompileMode::none) refuse("eager only: set compile.mode = \"none\"");
+    if (c.denoiser.precision != "fp32") refuse("its denoiser the fp32 network read in float64: leave denoiser.precision = \"fp32\"");
+    if (c.denoiser.memory_limit_gb > 0) refuse("without a memory limit (its plan counts float32)");
+    if (c.output.resume || c.output.checkpoint_every > 0 || c.output.stop_after > 0)
+      refuse("without checkpoints (they hold float32)");
+  }
   if (c.denoiser.precision == "fp8_emulated" && c.compile.mode != CompileMode::none)
     throw InputError(source + ": denoiser.precision = \"fp8_emulated\" is the eager reference of FP8: set compile.mode = "
                      "\"none\" (no compiled FP8 path exists yet)");
@@ -81,6 +93,7 @@ const Schema<Config>& schema() {
       float_field<C>("solver", "step", PNP_MEMBER(C, solver.step), 0.0, 1e30, "step gamma; 0 = step_scale / ||A^T A|| (power method)"),
       float_field<C>("solver", "step_scale", PNP_MEMBER(C, solver.step_scale), 1e-6, 2.0, "gamma = step_scale / ||A^T A|| when step = 0 (study: 0.99)"),
       choice_field<C>("solver", "init", PNP_MEMBER(C, solver.init), {"zeros", "backprojection", "fbp"}, "initial image"),
+      choice_field<C>("solver", "precision", PNP_MEMBER(C, solver.precision), {"fp32", "fp64"}, "the solver's state, physics and denoiser: fp64 is the CPU reference (device cpu, compile.mode = \"none\", denoiser.precision = \"fp32\" read as float64, no memory limit or checkpoint), for distributed runs that must equal the one-rank run to 1e-12; it also writes /reconstruction_float64"),
       choice_field<C>("solver", "fbp_filter", PNP_MEMBER(C, solver.fbp_filter), {"ramp", "shepp_logan", "cosine"}, "filter of the FBP initial image"),
       choice_field<C>("solver", "clamp", PNP_MEMBER(C, solver.clamp), {"ground_truth", "fixed", "none"}, "clamp bounds: the ground truth's [min, max] (study), [clamp_min, clamp_max], or none"),
       float_field<C>("solver", "clamp_min", PNP_MEMBER(C, solver.clamp_min), -1e30, 1e30, "lower bound with clamp = \"fixed\""),

@@ -70,7 +70,8 @@ std::string checkpoint_identity(const Config& cfg, int ranks) {
 void write_checkpoint(const std::string& path, const Checkpoint& c, const std::string& identity, int ranks) {
   io::AtomicOutput out(path, /*overwrite=*/true);
   auto& f = out.file();
-  const at::Tensor img = c.image.contiguous();
+  // float32 (a float64 run's, on a signal: it cannot resume, solver.precision = "fp64" refuses it)
+  const at::Tensor img = c.image.to(at::kFloat).contiguous();
   const int64_t done = c.done;
   io::write(f, "/image", img.data_ptr<float>(), img.sizes().vec(), "attenuation per pixel",
             "the iterate after `done` iterations ([N, N], or a volume's [slices, N, N])");

@@ -32,6 +32,12 @@ at::ScalarType denoiser_dtype(const DenoiserConfig& c) {
   throw InputError("denoiser.precision: expected \"fp32\", \"bf16\" or \"fp8_emulated\", got \"" + c.precision + "\"");
 }
 
+at::ScalarType solver_dtype(const SolverConfig& c) { return c.precision == "fp64" ? at::kDouble : at::kFloat; }
+
+at::ScalarType denoiser_dtype(const Config& c) {
+  return c.solver.precision == "fp64" ? at::kDouble : denoiser_dtype(c.denoiser);
+}
+
 std::string resolve_weights(const std::string& weights) {
   fs::path p(weights);
   if (weights.empty() || p.has_extension() || weights.find('/') != std::string::npos) return weights;
@@ -122,7 +128,7 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
     d.exchanger = std::move(layer_exchanger);
   }
   nn::HaloExchanger* exchanger = d.exchanger.get();
-  d.dtype = denoiser_dtype(cfg.denoiser);
+  d.dtype = denoiser_dtype(cfg);
   std::string path = resolve_weights(cfg.denoiser.weights);
   nn::Weights w = path.empty() ? nn::init_weights(whole, static_cast<uint64_t>(cfg.denoiser.seed))
                                : nn::load_weights(path, whole);

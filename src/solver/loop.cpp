@@ -60,7 +60,8 @@ double step_size(const Config& cfg, const Problem& prob, const Box& own, Communi
   po.tol = cfg.solver.power_tol;
   po.seed = static_cast<uint64_t>(cfg.problem.seed);
   auto allreduce = [&](at::Tensor& t) { comm.allreduce_sum(t); };
-  const physics::PowerResult r = physics::operator_norm_detailed(prob.geom, own, allreduce, po, device, at::kFloat);
+  const physics::PowerResult r =
+      physics::operator_norm_detailed(prob.geom, own, allreduce, po, device, solver_dtype(cfg.solver));
   rec.power_iterations = r.iterations;
   rec.power_converged = r.converged;
   rec.power_start_s = r.start_seconds, rec.power_first_s = r.first_seconds;
@@ -72,7 +73,8 @@ at::Tensor initial_slice(const Config& cfg, const Problem& prob, const Box& own,
                          at::TensorOptions opts) {
   if (cfg.solver.init == "zeros") return at::zeros({own.rows(), own.cols()}, opts);
   if (cfg.solver.init == "backprojection") return physics::adjoint(y, prob.geom, own) * step;
-  return physics::fbp(y, prob.geom, own, physics::parse_fbp_filter(cfg.solver.fbp_filter)).to(at::kFloat);
+  return physics::fbp(y, prob.geom, own, physics::parse_fbp_filter(cfg.solver.fbp_filter))
+      .to(c10::typeMetaToScalarType(opts.dtype()));
 }
 
 // One image [rows, cols], or a volume's slab [slices, rows, cols] slice by slice, into `into`
@@ -420,16 +422,25 @@ class PnpLoop {
 
 }  // namespace
 
-PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& prob, Denoiser& den,
+PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm, const Problem& data, Denoiser& den,
                   at::Device device, double setup_seconds, const Checkpoint* resume, Communicator* plane_comm,
                   const MemoryPlan* memory) {
   const auto t_start = Clock::now();
+  // solver.precision = "fp64": the data in float64 too (the float32 values, widened once)
+  const at::ScalarType dtype = solver_dtype(cfg.solver);
+  Problem widened;
+  if (dtype != at::kFloat) {
+    widened = data;
+    widened.y = data.y.to(dtype);
+    if (data.has_truth()) widened.truth_own = data.truth_own.to(dtype);
+  }
+  const Problem& prob = dtype != at::kFloat ? widened : data;
   Communicator& plane = plane_comm ? *plane_comm : comm;
   const int rank = comm.rank(), ranks = comm.size();
   const TilePlan& me = d.tile(plane.rank());
   const Box& own = me.own;
   const int64_t iters = cfg.solver.iterations, start = resume ? resume->done : 0;
-  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  const auto opts = at::TensorOptions().dtype(dtype).device(device);
   PnpRecord rec = empty_record(cfg.denoiser, iters);
   const auto series = checkpointed_series(rec);
 

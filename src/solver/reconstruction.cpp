@@ -108,6 +108,9 @@ ReconstructionPlan Reconstruction::plan(const Config& cfg, MPI_Comm world, int l
   collectively(world, [&] {
     resolve_problem_sizes(p.cfg);
     p.device = choose_device(cfg.distributed.device, local_rank);
+    if (cfg.solver.precision == "fp64" && !p.device.is_cpu())
+      throw InputError("solver.precision = \"fp64\" is the CPU reference in float64, and distributed.device = \"auto\" "
+                       "chose " + p.device.str() + ": set distributed.device = \"cpu\"");
     // On the CPU the run's tensor memory is counted from here on, as CUDA's allocator counts it.
     if (p.device.is_cpu()) count_host_allocations();
     // compile.tf32 = true keeps PyTorch's defaults (TF32 in cuDNN convolutions); false makes
@@ -264,6 +267,10 @@ GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
   GatheredRecord g;
   Communicator& comm = *comm_;
   g.image = comm.gather_tiles(rec.x_own, decomp_);
+  if (g.image.defined() && g.image.scalar_type() == at::kDouble) {  // solver.precision = "fp64"
+    g.image64 = g.image;
+    g.image = g.image64.to(at::kFloat);
+  }
   if (prob_.has_truth()) g.truth = comm.gather_tiles(prob_.truth_own, decomp_);
   char buf[128] = {};
   std::snprintf(buf, sizeof buf, "%s", device_name(device_).c_str());

@@ -53,6 +53,12 @@ refused_case "3D layer halo off the network's grid" 'network.s grid of 8 slices'
   --set distributed.halo_mode=layer --set problem.size=32 --set denoiser.features=[8,16,16,16] --set denoiser.blocks=1
 refused_case "fp8 emulation compiled" 'fp8_emulated. is the eager reference' 1 --set denoiser.precision=fp8_emulated \
   --set compile.mode=pre
+refused_case "fp64 compiled" 'fp64. is the CPU reference in float64, eager only' 1 --set solver.precision=fp64 \
+  --set compile.mode=pre
+refused_case "fp64 with a checkpoint" 'without checkpoints' 1 --set solver.precision=fp64 --set compile.mode=none \
+  --set output.checkpoint_every=1
+refused_case "fp64 under a memory limit" 'without a memory limit' 1 --set solver.precision=fp64 --set compile.mode=none \
+  --set denoiser.memory_limit_gb=1
 
 "${mpirun[@]}" -n 2 "$recon" "$small" --output "$dir/o.h5" --set solver.iterations=100000 >"$dir/out" 2>"$dir/err" &
 pid=$!

@@ -1,4 +1,6 @@
 """Volumes end to end on the CPU (pnp_recon with problem.slices or a 3D DXchange file):
+  A float64 run (solver.precision = "fp64") on slabs, slabs x tiles, the layer halo and a 3D
+  denoiser's z-halo equals the one-rank float64 run to 1e-12.
   - a 5-slice 64^2 volume on 1, 2 and 4 ranks in z-slabs, and on 4 ranks as 2 slabs x 2 tiles
     (distributed.plane_ranks = 2; input halo, and the layer halo with the slab's slices batched),
     equals the 1-rank run (relative L2 <= 1e-6), with content;
@@ -95,6 +97,31 @@ for ranks, extra in [(2, []), (4, []), (4, ["distributed.plane_ranks=2"]),
                      (4, ["distributed.plane_ranks=2", "distributed.halo_mode='layer'"])]:
     name = f"np{ranks}" + ("_plane2" if extra else "") + ("_layer" if len(extra) > 1 else "")
     agree(f"{name} vs np1", one, image(name, ranks, vol + extra), 1e-6)
+
+# 1b. the same in float64 (solver.precision = "fp64": state, physics and denoiser), against one
+#     rank to 1e-12: z-slabs, z-slabs x tiles, the layer halo, and a 3D denoiser's z-halo
+def image64(name, ranks, sets):
+    p, out = run(name, ranks, sets + ["solver.precision='fp64'", "compile.mode='none'"])
+    if p.returncode != 0:
+        failures.append(f"{name}: exit {p.returncode}: {p.stdout[-500:]} {p.stderr[-500:]}")
+        return None
+    with h5py.File(out, "r") as f:
+        x = f["/reconstruction_float64"][...]
+    if x.dtype != np.float64 or not np.isfinite(x).all() or float(x.std()) < 0.05:
+        failures.append(f"{name}: /reconstruction_float64 is {x.dtype}, std {float(np.std(x)):.3g}")
+    return x
+
+
+one64 = image64("fp64_np1", 1, vol)
+agree("fp64 against fp32, one rank (they differ by float32 rounding, not more)", one64, one, 1e-3)
+for ranks, extra in [(2, []), (4, ["distributed.plane_ranks=2"]),
+                     (4, ["distributed.plane_ranks=2", "distributed.halo_mode='layer'"])]:
+    name = f"fp64_np{ranks}" + ("_plane2" if extra else "") + ("_layer" if len(extra) > 1 else "")
+    agree(f"{name} vs fp64_np1", one64, image64(name, ranks, vol + extra), 1e-12)
+dn3 = ["problem.slices=12", "problem.size=32", "denoiser.dim=3", "denoiser.weights=''",
+       "denoiser.architecture='dncnn'", "denoiser.blocks=4", "denoiser.features=[16]"]
+agree("fp64 dncnn 3D, z-halo on 2 slabs x 2 tiles vs one rank", image64("fp64_dncnn3d_np1", 1, dn3),
+      image64("fp64_dncnn3d_np4_plane2", 4, dn3 + ["distributed.plane_ranks=2"]), 1e-12)
 
 # 2. the same volume from pnp_phantom's file; 3. slice-wise equals 2D
 vfile = phantom_file("volume")
