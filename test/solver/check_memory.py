@@ -100,6 +100,11 @@ check("unet_512_eager_limit_2ranks", 2, ["problem.size=512", eager, "denoiser.ar
 check("volume_128_eager_2ranks", 2, ["problem.size=128", "problem.slices=6", eager])
 check_batched("volume_128_native_limit", 1, ["problem.size=128", "problem.slices=6", native,
                                               "denoiser.memory_limit_gb=0.31"])
+# a 3D denoiser (seeded DnCNN) on the slab, native and eager: its convolutions' extra buffer counted
+dn3 = ["problem.size=64", "problem.slices=32", "denoiser.dim=3", "denoiser.architecture='dncnn'",
+       "denoiser.weights=''", "denoiser.features=[32]", "denoiser.blocks=6"]
+check("volume3d_64_native", 1, dn3 + [native])
+check("volume3d_64_eager", 1, dn3 + [eager])
 check_refused()
 shutil.rmtree(work, ignore_errors=True)
 for f in failures:

@@ -1,9 +1,8 @@
 """Volumes end to end on the CPU (pnp_recon with problem.slices or a 3D DXchange file):
-  A float64 run (solver.precision = "fp64") on slabs, slabs x tiles, the layer halo and a 3D
-  denoiser's z-halo equals the one-rank float64 run to 1e-12.
   - a 5-slice 64^2 volume on 1, 2 and 4 ranks in z-slabs, and on 4 ranks as 2 slabs x 2 tiles
     (distributed.plane_ranks = 2; input halo, and the layer halo with the slab's slices batched),
-    equals the 1-rank run (relative L2 <= 1e-6), with content;
+    equals the 1-rank run (relative L2 <= 1e-6), with content; in float64 (solver.precision =
+    "fp64"), with the layer halo and a 3D denoiser's z-halo too, to 1e-12;
   - the simulated volume (problem.slices) equals the run on pnp_phantom --slices's file of it;
   - slice-wise: slices 0 and 2 of the volume equal the 2D runs of their own sinograms (a 2D
     DXchange file made of the slice) to 1e-6;
