@@ -143,6 +143,8 @@ clocks_stop() {
 
 # memory_matrix NAME SIZES BUDGETS PRECISIONS MODES [SET ...]
 #   the memory plan against the measured peak (issue 47): pnp_recon on input/study_4096.toml
+#   (or $PNP_MATRIX_CONFIG: a volume's, say PNP_MATRIX_CONFIG=input/volume_3d.toml with
+#   --set problem.slices=128 for 128³; budget 0 is no limit)
 #   for every size x budget (denoiser.memory_limit_gb) x precision x compile mode, 2 iterations
 #   with the metrics in both (their memory counts too),
 #   each output read for /memory (estimate, peaks, patches) and the denoise phase's time into
@@ -158,7 +160,7 @@ memory_matrix() {
   for n in $sizes; do for b in $budgets; do for p in $precs; do for m in $modes; do
     stamp "pnp_recon $n² budget $b GB $p $m"
     out="$work/n${n}_b${b}_${p}_${m}"
-    timeout 240 "$PNP_CALL_BIN/pnp_recon" input/study_4096.toml --set problem.size="$n" \
+    timeout 240 "$PNP_CALL_BIN/pnp_recon" "${PNP_MATRIX_CONFIG:-input/study_4096.toml}" --set problem.size="$n" \
       --set denoiser.memory_limit_gb="$b" --set denoiser.precision="\"$p\"" --set compile.mode="\"$m\"" \
       --set solver.iterations=2 --set solver.metrics_every=1 --set distributed.device="\"$PNP_CALL_DEVICE\"" "$@" \
       --output "$out.h5" --force >"$out.log" 2>&1
