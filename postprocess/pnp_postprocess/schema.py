@@ -36,6 +36,7 @@ RECON_DATASETS = {
     # path: (units, required)
     "/reconstruction": ("attenuation per pixel", True),
     "/ground_truth": ("attenuation per pixel", False),
+    "/reconstruction_float64": ("attenuation per pixel", False),  # solver.precision = "fp64" only
     **{f"/timings/{p}": ("s", True) for p in PHASES + ("total", "wall")},
     "/timings/region_gradient": ("s", False),
     "/timings/region_denoise": ("s", False),
