@@ -42,6 +42,9 @@ class CudaRegion final : public CapturedRegion {
         try { graph_.capture_end(); } catch (...) {}
         if (pools.empty()) throw;
         throw Error(error_line(e.what()) + " [the allocator's pools in the capture: " + pools + "]");
+      } catch (...) {
+        try { graph_.capture_end(); } catch (...) {}
+        throw;
       }
       graph_.capture_end();
     }

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <utility>
 
 #include "checkpoint.hpp"
@@ -494,9 +493,10 @@ PnpRecord run_pnp(const Config& cfg, const Decomposition& d, Communicator& comm,
   }
   const Problem& loop_prob = stream ? stream->group() : prob;  // the regions' problem
   allocate_buffers(s, me, loop_prob, opts, prob.z0 - e0, resident > 0 ? resident : e1 - e0);
-  std::optional<MemoryStage> metrics_stage(std::in_place, "metrics");
-  QualityMonitor quality(prob, d, plane, comm, opts, resident);
-  metrics_stage.reset();
+  QualityMonitor quality = [&] {
+    const MemoryStage stage("metrics");
+    return QualityMonitor(prob, d, plane, comm, opts, resident);
+  }();
 
   PhaseTimer timer(device, timer_slots(), iters);
   if (cfg.output.progress && rank == 0) announce(cfg, rec, resume != nullptr, start, iters);
