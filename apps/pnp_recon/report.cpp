@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "pnp/device.hpp"
 #include "pnp/nn/inductor.hpp"
 
 namespace pnp::recon {
@@ -54,7 +55,10 @@ void print_summary(const Config& cfg, const PnpRecord& rec, const GatheredRecord
                            std::to_string(rec.ssim[size_t(last)]))
                               .c_str()
                         : "");
-  if (device.is_cuda()) std::printf("peak device memory %s (max over ranks)\n", human_bytes(peak).c_str());
+  if (device.is_cuda()) {
+    std::printf("peak device memory %s (max over ranks)\n", human_bytes(peak).c_str());
+    std::printf("allocator of rank 0's device: %s\n", device_allocator_activity(device).c_str());
+  }
   const double limit = cfg.denoiser.memory_limit_gb * 1e9;
   if (device.is_cuda() && limit > 0 && peak > limit)
     std::printf("warning: the peak %s exceeded denoiser.memory_limit_gb = %g GB: the estimate (%s) was short; "

@@ -46,6 +46,11 @@ void cap_conv_workspace(c10::Device d, double bytes);
 // live blocks; with record_memory_stages, the live bytes per MemoryStage. "" elsewhere. For an
 // out-of-memory error's report.
 std::string device_memory_summary(c10::Device d);
+// One line on what the CUDA caching allocator of device d did so far: its reserved peak, its
+// cudaMalloc and cudaFree calls, and its retries (each one frees every cached block and
+// synchronises the device to make room: a run close to denoiser.memory_limit_gb pays for them
+// in time). "" elsewhere.
+std::string device_allocator_activity(c10::Device d);
 // Has the CUDA allocator of device d name each live block after the MemoryStage it was allocated
 // in (device_memory_summary then sums them per stage), and keep a summary made as it runs out of
 // memory, before the failure unwinds what held it (device_memory_at_failure: "" until then). No

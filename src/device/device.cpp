@@ -82,6 +82,22 @@ void limit_device_memory(c10::Device d, double bytes) {
   (void)d, (void)bytes;
 }
 
+std::string device_allocator_activity(c10::Device d) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (d.is_cuda()) {
+    const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
+    const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return "reserved peak " + human_bytes(static_cast<double>(s.reserved_bytes[all].peak)) + ", " +
+           std::to_string(s.num_device_alloc) + " cudaMalloc, " + std::to_string(s.num_device_free) + " cudaFree, " +
+           std::to_string(s.num_alloc_retries) + " retries (the cache freed to make room), " +
+           std::to_string(s.num_ooms) + " out of memory";
+  }
+#endif
+  (void)d;
+  return "";
+}
+
 void cap_conv_workspace(c10::Device d, double bytes) {
   // CUDNN_CONV_WSCAP_DBG (MiB): PyTorch's documented cap on a cuDNN convolution's workspace; a
   // user's own setting stays. Left free, a 6 x 512² slab in float32 without TF32 peaked at 35 GB
