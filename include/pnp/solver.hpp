@@ -233,8 +233,8 @@ std::string remove_own_checkpoint(const std::string& path);
 // largest group of slices that fits (staging for the next group's upload and the last one's
 // download counted) is resident, the slab in host memory; a limit not even one slice meets is
 // refused with the streamed minimum.
-// On a GPU a plan fills at most cuda_plan_bytes(memory_limit_gb): kCudaBudgetShare of it, and
-// at least kCudaHeadroomFloor below it (the rest is the CUDA caching allocator's: the free pieces
+// On a GPU a plan fills at most cuda_plan_bytes(memory_limit_gb): kCudaBudgetShare of it
+// (kCudaPatchedShare in patches), and at least kCudaHeadroomFloor below it (the rest is the CUDA caching allocator's: the free pieces
 // between its live blocks, and CUDA graph pools that cannot reuse them, count against the bound
 // too, and they do not shrink with the budget).
 // With memory_limit_gb > 0 and patch_size = 0 the patches are chosen to fit the limit with the
@@ -247,11 +247,17 @@ std::string remove_own_checkpoint(const std::string& path);
 // 15 % of the budget, reserved but unallocated), while every allocated peak stayed at 0.91-0.94
 // of the estimate.
 inline constexpr double kCudaBudgetShare = 0.90;
+// A tile in patches runs without CUDA graphs (captures_allowed), and under a limit the allocator
+// maps its segments as they grow (limit_device_memory: expandable segments), so little of the
+// limit is reserved but unallocated: 16384² in 16 patches under 40 GB reserved 27.3 GiB for a
+// 26.7 GiB allocated peak (H100, 2026-12-06, before expandable segments). Its patches may fill
+// kCudaPatchedShare of the limit (at least kCudaHeadroomFloor below it): fewer, larger patches.
+inline constexpr double kCudaPatchedShare = 0.95;
 // A 32 x 1024² slab streamed under 2 GB (H100, d5d9c35) ran out of memory with 278 MiB of the
 // allocator's fragments, more than the 10 % share leaves there (190 MiB).
 inline constexpr double kCudaHeadroomFloor = 512.0 * 1024 * 1024;
-// The bytes a GPU plan may fill under a limit of limit_gb (> 0).
-double cuda_plan_bytes(double limit_gb);
+// The bytes a GPU plan may fill under a limit of limit_gb (> 0): a whole tile's, or one in patches.
+double cuda_plan_bytes(double limit_gb, bool patched = false);
 struct MemoryPlan {
   int64_t patch_rows = 0, patch_cols = 0;  // input extent of one patch (0 = the whole extended tile)
   int64_t patches = 1;                     // denoiser calls per iteration

@@ -19,6 +19,7 @@
 #include <vector>
 
 #ifdef PNP_HAVE_CUDA
+#include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -76,7 +77,15 @@ void limit_device_memory(c10::Device d, double bytes) {
   d = concrete_device(d);
   if (d.is_cuda() && bytes > 0) {
     const double total = static_cast<double>(device_total_bytes(d));
-    if (total > 0 && bytes < total) c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes / total, d.index());
+    if (total > 0 && bytes < total) {
+      c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes / total, d.index());
+      // Under a bound, segments that grow in place (unless the user configured the allocator):
+      // a freed block that a smaller request split stays too small for the next large one, and
+      // its segment cannot go back while the split piece lives. A 512 x 512² volume under 40 GB
+      // ran out that way with 8.4 GiB free in one block and 8.6 GiB asked (H100, 2026-12-06).
+      if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
+        c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
+    }
   }
 #endif
   (void)d, (void)bytes;

@@ -257,22 +257,28 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
 
 }  // namespace
 
-double cuda_plan_bytes(double limit_gb) {
+double cuda_plan_bytes(double limit_gb, bool patched) {
   const double limit = limit_gb * 1e9;
-  return std::max(0.0, std::min(kCudaBudgetShare * limit, limit - kCudaHeadroomFloor));
+  return std::max(0.0, std::min((patched ? kCudaPatchedShare : kCudaBudgetShare) * limit, limit - kCudaHeadroomFloor));
 }
 
 namespace {
 
-// The bytes of denoiser.memory_limit_gb a plan may fill on ctx's device (0: no limit).
-double usable_bytes(double limit_gb, const MemoryContext& ctx) {
+// The bytes of denoiser.memory_limit_gb a plan may fill on ctx's device (0: no limit), whole
+// tiles or patched.
+double usable_bytes(double limit_gb, const MemoryContext& ctx, bool patched = false) {
   if (limit_gb <= 0) return 0;
   // a limit below the GPU's headroom leaves nothing to plan with (1 byte: no plan fits)
-  return ctx.cuda ? std::max(1.0, cuda_plan_bytes(limit_gb)) : limit_gb * 1e9;
+  return ctx.cuda ? std::max(1.0, cuda_plan_bytes(limit_gb, patched)) : limit_gb * 1e9;
 }
 // The limit whose usable share holds `bytes`.
-double needed_limit(double bytes, const MemoryContext& ctx) {
-  return ctx.cuda ? std::max(bytes / kCudaBudgetShare, bytes + kCudaHeadroomFloor) : bytes;
+double needed_limit(double bytes, const MemoryContext& ctx, bool patched) {
+  if (!ctx.cuda) return bytes;
+  return std::max(bytes / (patched ? kCudaPatchedShare : kCudaBudgetShare), bytes + kCudaHeadroomFloor);
+}
+// The bytes plan m may fill: the limit's share for m (whole or patched), else `room`.
+double room_for(const MemoryPlan& m, double limit_gb, const MemoryContext& ctx, double room) {
+  return limit_gb > 0 ? usable_bytes(limit_gb, ctx, m.patched()) : room;
 }
 
 }  // namespace
@@ -289,7 +295,7 @@ struct Fit {
 Fit plan_resident(const Config& cfg, const nn::Graph& g, const TilePlan& tile, const MemoryContext& ctx, bool streamed) {
   const auto& dc = cfg.denoiser;
   Estimator est(cfg, g, tile, ctx, streamed);
-  const double limit = usable_bytes(dc.memory_limit_gb, ctx);
+  double limit = usable_bytes(dc.memory_limit_gb, ctx);
   // A volume's slab: the most slices per call that fit (whole tiles), else one at a time.
   const double room = limit > 0 ? limit : ctx.capacity;
   int64_t batch = est.slices();
@@ -316,6 +322,8 @@ Fit plan_resident(const Config& cfg, const nn::Graph& g, const TilePlan& tile, c
     return f;
   }
 
+  // Patches run without CUDA graphs: their share of the limit (kCudaPatchedShare).
+  limit = usable_bytes(dc.memory_limit_gb, ctx, true);
   // The fewest computed pixels within the limit: for each row tiling (fewest patches first),
   // the column tiling with the fewest patches that fits (memory falls as patches shrink), until
   // the row tiling's own work already exceeds the best found.
@@ -324,8 +332,10 @@ Fit plan_resident(const Config& cfg, const nn::Graph& g, const TilePlan& tile, c
   bool found = false;
   for (const auto& tr : rows) {
     if (found && static_cast<double>(tr.computed) * ext_cols / ext_px >= f.plan.redundancy) break;
-    if (est(tr, cols.back()).total() > limit) continue;
-    size_t lo = 0, hi = cols.size() - 1;  // cols[hi] fits
+    // (at least two patches: a whole tile is held to the smaller share above)
+    const size_t first = tr.ranges.size() == 1 ? 1 : 0;
+    if (first >= cols.size() || est(tr, cols.back()).total() > limit) continue;
+    size_t lo = first, hi = cols.size() - 1;  // cols[hi] fits
     while (lo < hi) {
       const size_t mid = (lo + hi) / 2;
       if (est(tr, cols[mid]).total() <= limit)
@@ -359,16 +369,18 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
   // slices per group that fit with the least redundant work, in groups of nearly equal size.
   const double room = limit > 0 ? limit : ctx.cuda ? ctx.capacity : 0;
   const bool streamable = ctx.slices > 1 && ctx.depth == 0 && dc.patch_size == 0;
-  if (streamable && room > 0 && (!all.fits || all.plan.total() > room || all.plan.patched())) {
+  // (each plan against its own share of a limit: patched plans' is larger)
+  auto within = [&](const MemoryPlan& m) { return m.total() <= room_for(m, dc.memory_limit_gb, ctx, room); };
+  if (streamable && room > 0 && (!all.fits || !within(all.plan) || all.plan.patched())) {
     auto group = [&](int64_t resident) {
       MemoryContext c = ctx;
       c.slices = resident;
       Fit f = plan_resident(cfg, g, tile, c, true);
-      f.fits = f.fits && f.plan.total() <= room;
+      f.fits = f.fits && within(f.plan);
       return f;
     };
     Fit one = group(1);
-    const bool resident_fits = all.fits && all.plan.total() <= room;
+    const bool resident_fits = all.fits && within(all.plan);
     if (one.fits && (!resident_fits || one.plan.redundancy < all.plan.redundancy)) {
       const double least_work = one.plan.redundancy;  // a group's room shrinks as it grows
       int64_t lo = 1, hi = ctx.slices - 1;  // the largest group that fits with the least work
@@ -392,7 +404,7 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
                        std::to_string(ctx.slices) + " x " + to_string(tile.ext) + ": the whole slab needs " +
                        all.whole.describe() + "; streamed one slice at a time, with the smallest patches, it still needs " +
                        human_bytes(least.total()) + ". The smallest limit that would do is denoiser.memory_limit_gb = " +
-                       gb(needed_limit(least.total(), ctx)) + ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
+                       gb(needed_limit(least.total(), ctx, least.patched())) + ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
     }
   }
   if (all.fits) return all.plan;
@@ -403,7 +415,7 @@ MemoryPlan plan_memory(const Config& cfg, const nn::Graph& g, const TilePlan& ti
                    to_string(tile.ext) + ": the whole tile needs " + all.whole.describe() + "; the smallest patches (" +
                    std::to_string(2 * ov + est.align()) + " px = 2 x overlap " + std::to_string(ov) + " + alignment " +
                    std::to_string(est.align()) + ") still need " + human_bytes(least.total()) +
-                   ". The smallest limit that would do is denoiser.memory_limit_gb = " + gb(needed_limit(least.total(), ctx)) +
+                   ". The smallest limit that would do is denoiser.memory_limit_gb = " + gb(needed_limit(least.total(), ctx, least.patched())) +
                    ". Raise the limit, use more ranks, or denoiser.precision = \"bf16\"");
 }
 
