@@ -34,11 +34,11 @@ void count_host_allocations();
 // Holds the CUDA caching allocator of device d to `bytes` (its memory fraction of the device's
 // total): it frees its cached blocks and retries before it goes past them, and a request beyond
 // them is an out-of-memory error rather than a quiet overrun. So denoiser.memory_limit_gb is a
-// bound on the device, and an 80 GB card runs as a 40 GB one would. Its segments then grow in
-// place (expandable_segments, unless PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF is set), so
-// that freed memory is not stranded in fragments. No effect on the CPU or when bytes <= 0 or >=
-// the device's memory.
-void limit_device_memory(c10::Device d, double bytes);
+// bound on the device, and an 80 GB card runs as a 40 GB one would. With grow_in_place (a run
+// that captures no CUDA graph) its segments then grow in place (expandable_segments, unless
+// PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF is set), so that freed memory is not stranded in
+// fragments. No effect on the CPU or when bytes <= 0 or >= the device's memory.
+void limit_device_memory(c10::Device d, double bytes, bool grow_in_place = false);
 // Caps each of LibTorch's cuDNN convolutions at `bytes` of workspace (CUDNN_CONV_WSCAP_DBG, unless
 // it is set already), so that the memory plan's workspace term bounds theirs: before the first
 // convolution on a CUDA device; no effect elsewhere.

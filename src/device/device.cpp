@@ -72,7 +72,7 @@ at::Tensor host_store(const std::vector<int64_t>& shape, c10::Device d) {
   return at::from_blob(p, shape, [](void* q) { std::free(q); }, at::TensorOptions().dtype(at::kFloat));
 }
 
-void limit_device_memory(c10::Device d, double bytes) {
+void limit_device_memory(c10::Device d, double bytes, bool grow_in_place) {
 #ifdef PNP_HAVE_CUDA
   d = concrete_device(d);
   if (d.is_cuda() && bytes > 0) {
@@ -82,13 +82,16 @@ void limit_device_memory(c10::Device d, double bytes) {
       // Under a bound, segments that grow in place (unless the user configured the allocator):
       // a freed block that a smaller request split stays too small for the next large one, and
       // its segment cannot go back while the split piece lives. A 512 x 512² volume under 40 GB
-      // ran out that way with 8.4 GiB free in one block and 8.6 GiB asked (H100, 2026-12-06).
-      if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
+      // (in patches, no graphs) ran out that way with 8.4 GiB free in one block and 8.6 GiB
+      // asked; with them it ran, at 0.93 of its estimate. Not for a run that captures: a 32 x
+      // 1024² slab streamed under 2 GB, whose executor's graph pool then reserved 1.4 GiB for
+      // 36 MiB allocated, ran out of memory with them and ran without (H100, 2026-12-06).
+      if (grow_in_place && !std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
         c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
     }
   }
 #endif
-  (void)d, (void)bytes;
+  (void)d, (void)bytes, (void)grow_in_place;
 }
 
 std::string device_allocator_activity(c10::Device d) {

@@ -195,6 +195,8 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   int rank = 0;
   MPI_Comm_rank(world, &rank);
   r.memory_ = plan.memory.at(static_cast<size_t>(rank));
+  // whether this rank captures a CUDA graph (its pools are the allocator's too)
+  const bool captures = (plan.exec.executor_graph || plan.exec.region_graphs) && captures_allowed(r.memory_);
   const bool volume = r.decomp_.z.volume();
   Watchdog::beat("set-up: the communicator");
   collectively(world, [&] {
@@ -213,7 +215,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   });
   part("communicator");
   // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device.
-  limit_device_memory(r.device_, r.cfg_.denoiser.memory_limit_gb * 1e9);
+  limit_device_memory(r.device_, r.cfg_.denoiser.memory_limit_gb * 1e9, !captures);
   // ... and LibTorch's convolutions (the eager executor's, the native one's fallbacks) within the
   // plan's workspace term.
   cap_conv_workspace(r.device_, r.memory_.workspace);
