@@ -19,7 +19,7 @@
 // the other (parallel_plan_builds off), u the ×2 nearest upsample before a 3×3 convolution as a
 // step of its own (upsample_conv off), k cuDNN for convolutions with one output channel, and no head kernel timed (narrow_convs off), w pnp's
 // Hopper kernels for the convolutions they take, timed against cuDNN per layout (wgmma_convs; in the
-// default letters since 2026-12-03: a string without w turns them off), d cuDNN's transposed convolutions, ATen's
+// default letters since 2026-12-03: a string without w turns them off, as PNP_KERNELS=portable does), d cuDNN's transposed convolutions, ATen's
 // concat and max pool instead of pnp's NHWC kernels and cuBLAS products (nhwc_kernels off).
 // --warm-only keeps an inductor package already in the cache (no cold run). --profile N records N more calls per arm with the Kineto profiler and prints the
 // longest device kernels (names, calls per forward, time per forward) and the kernel-busy time.
@@ -73,7 +73,8 @@ nn::NativeOptions native_options(const std::string& native_s, const std::string&
   nopt.parallel_plan_builds = native_s.find('s') == std::string::npos;
   nopt.upsample_conv = native_s.find('u') == std::string::npos;
   nopt.narrow_convs = native_s.find('k') == std::string::npos;
-  nopt.wgmma_convs = native_s.find('w') != std::string::npos;
+  // (PNP_KERNELS=portable turns them off whatever the letters say: the path an A100 takes)
+  nopt.wgmma_convs = native_s.find('w') != std::string::npos && nn::hopper_kernels_default();
   nopt.nhwc_kernels = native_s.find('d') == std::string::npos;
   nopt.cudnn_benchmark_limit = benchmark_limit;
   nopt.cudnn_graph_precompiled = precompiled;
