@@ -62,7 +62,7 @@ def budget_table(rows: list[dict]) -> list[dict]:
     return out
 
 
-def plot_budget(rows: list[dict], plan_share: float = 0.90):
+def plot_budget(rows: list[dict], plan_share: float = 0.90, patched_share: float = 0.95):
     """Left: peak against estimate, as shares of the budget, one point per run that ran (the
     budget and peak = estimate drawn), and the runs that ran out of memory above the frame at
     their estimate's share. The plan's share of the budget on a GPU is the dotted line."""
@@ -81,6 +81,7 @@ def plot_budget(rows: list[dict], plan_share: float = 0.90):
     ax.plot([lo, 1.0], [lo, 1.0], color="grey", lw=0.8, label="peak = estimate")
     ax.axhline(1.0, color="black", lw=1.0, label="the budget")
     ax.axvline(plan_share, color="black", lw=1.0, ls=":", label=f"the plan's share on a GPU ({plan_share:.0%})")
+    ax.axvline(patched_share, color="black", lw=1.0, ls="-.", label=f"... for a tile in patches ({patched_share:.0%})")
     ax.axhline(1.08, color="tab:red", lw=0.5, ls="--")
     ax.text(lo + 0.01, 1.095, "out of memory, at the estimate's share (x: pre, +: post/fused)", fontsize=8,
             color="tab:red")
