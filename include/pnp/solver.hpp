@@ -234,9 +234,9 @@ std::string remove_own_checkpoint(const std::string& path);
 // download counted) is resident, the slab in host memory; a limit not even one slice meets is
 // refused with the streamed minimum.
 // On a GPU a plan fills at most cuda_plan_bytes(memory_limit_gb): kCudaBudgetShare of it
-// (kCudaPatchedShare in patches), and at least kCudaHeadroomFloor below it (the rest is the CUDA caching allocator's: the free pieces
-// between its live blocks, and CUDA graph pools that cannot reuse them, count against the bound
-// too, and they do not shrink with the budget).
+// (kCudaPatchedShare in patches), and at least kCudaHeadroomFloor below it (the rest is the CUDA
+// caching allocator's: the free pieces between its live blocks, and CUDA graph pools that cannot
+// reuse them, count against the bound too, and they do not shrink with the budget).
 // With memory_limit_gb > 0 and patch_size = 0 the patches are chosen to fit the limit with the
 // least redundant work: the whole tile when it fits, else the rows x cols counts of patches
 // whose computed pixels are fewest (rectangular patches, every one of the same extent where

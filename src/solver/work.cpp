@@ -9,10 +9,47 @@
 
 namespace pnp {
 
+namespace {
+
+// The FLOPs of a call on box `ext` in the patches of `m` (a 2D network's lead {1, C}, a 3D one's
+// {1, C, depth}), and their count: a few distinct shapes, many patches.
+std::pair<double, int64_t> patched_flops(const nn::Graph& g, const Box& ext, const MemoryPlan& m,
+                                         const std::vector<int64_t>& lead) {
+  const auto rows = nn::patch_ranges(ext.rows(), m.patch_rows, m.overlap, g.alignment());
+  const auto cols = nn::patch_ranges(ext.cols(), m.patch_cols, m.overlap, g.alignment());
+  std::map<std::pair<int64_t, int64_t>, double> per_shape;
+  double flops = 0;
+  for (const auto& a : rows)
+    for (const auto& b : cols) {
+      const std::pair<int64_t, int64_t> hw{a.in1 - a.in0, b.in1 - b.in0};
+      auto it = per_shape.find(hw);
+      if (it == per_shape.end()) {
+        std::vector<int64_t> shape = lead;
+        shape.insert(shape.end(), {hw.first, hw.second});
+        it = per_shape.emplace(hw, roofline::count(g, shape).flops).first;
+      }
+      flops += it->second;
+    }
+  return {flops, static_cast<int64_t>(rows.size() * cols.size())};
+}
+
+// A call's work in patches: its FLOPs, their redundancy over the whole call and their count.
+void count_patches(DenoiserWork& w, const nn::Graph& g, const Box& ext, const MemoryPlan* m,
+                   const std::vector<int64_t>& lead) {
+  if (!m || !m->patched()) return;
+  const auto [flops, patches] = patched_flops(g, ext, *m, lead);
+  w.patch_redundancy = w.flops > 0 ? flops / w.flops : 1;
+  w.patches = patches;
+  w.flops = flops;
+}
+
+}  // namespace
+
 std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& d, const nn::Graph& whole,
                                         const std::vector<MemoryPlan>& memory) {
   const int ranks = static_cast<int>(d.tiles.size());
   const int64_t c = cfg.denoiser.channels;
+  auto plan_of = [&](int r) { return static_cast<size_t>(r) < memory.size() ? &memory[static_cast<size_t>(r)] : nullptr; };
   if (whole.dim == 3) {  // a volume's 3D denoiser: one call per rank on its z-extended slab
     const int world = static_cast<int>(d.z.ranges.size()) * d.z.plane_ranks;
     const double total = roofline::count(whole, {1, c, d.z.slices, d.n, d.n}).flops;
@@ -31,6 +68,8 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
         w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
       } else {
         w.flops = roofline::count(whole, {1, c, e1 - e0, e.rows(), e.cols()}).flops;
+        // in-plane patches of the z-extended slab (the memory plan's), each as deep as the slab
+        count_patches(w, whole, e, plan_of(r), {1, c, e1 - e0});
         // the z-halo received (its slices' extended boxes), as much sent; the own slices' in-plane halos
         const TilePlan& t = d.tile_of(r);
         w.exchange_bytes = (e1 - e0 - d.z.count(r)) * e.size() * 4 * c;
@@ -57,30 +96,13 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
       w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
     } else {
       w.flops = roofline::count(whole, {1, c, t.ext.rows(), t.ext.cols()}).flops;
-      if (m && m->patched()) {
-        const auto rows = nn::patch_ranges(t.ext.rows(), m->patch_rows, m->overlap, whole.alignment());
-        const auto cols = nn::patch_ranges(t.ext.cols(), m->patch_cols, m->overlap, whole.alignment());
-        std::map<std::pair<int64_t, int64_t>, double> per_shape;  // a few distinct shapes, many patches
-        double patched = 0;
-        for (const auto& a : rows)
-          for (const auto& b : cols) {
-            const std::pair<int64_t, int64_t> hw{a.in1 - a.in0, b.in1 - b.in0};
-            auto it = per_shape.find(hw);
-            if (it == per_shape.end())
-              it = per_shape.emplace(hw, roofline::count(whole, {1, c, hw.first, hw.second}).flops).first;
-            patched += it->second;
-          }
-        w.patch_redundancy = w.flops > 0 ? patched / w.flops : 1;
-        w.patches = static_cast<int64_t>(rows.size() * cols.size());
-        w.flops = patched;
-      }
+      count_patches(w, whole, t.ext, m, {1, c});
       for (const auto& s : t.sends) w.exchange_bytes += s.box.size() * 4 * c;
       w.messages = static_cast<int64_t>(t.sends.size());
       w.exchanges = t.sends.empty() && t.recvs.empty() ? 0 : 1;
     }
     return w;
   };
-  auto plan_of = [&](int r) { return static_cast<size_t>(r) < memory.size() ? &memory[static_cast<size_t>(r)] : nullptr; };
   std::vector<DenoiserWork> out;
   if (!d.z.volume()) {
     for (int r = 0; r < ranks; ++r) out.push_back(work_of(r, plan_of(r)));

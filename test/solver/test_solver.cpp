@@ -358,6 +358,42 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
 }
 
+TEST_CASE("a 3D network's slab in in-plane patches: /decomposition's redundancy and patch count are the plan's") {
+  // The 512 x 512² volume under 40 GB on one GPU (H100, 2026-12-06: 2 patches of 512 x 276, the
+  // plan's redundancy 1.078; /decomposition said 1 before the 3D branch counted patches).
+  Config c = gd_config();
+  c.problem.size = 512;
+  c.problem.slices = 512;
+  c.problem.angles = 90;
+  c.denoiser.architecture = "dncnn";
+  c.denoiser.dim = 3;
+  c.denoiser.features = {32};
+  c.denoiser.blocks = 10;
+  c.compile.mode = CompileMode::pre;
+  c.denoiser.memory_limit_gb = 40;
+  const nn::Graph g = denoiser_graph(c.denoiser);
+  const at::Device gpu(at::kCUDA, 0);
+  const ExecutionPlan plan = plan_execution(c, 1, g, gpu);
+  const auto plans = memory_plans(c, plan, g, gpu, 1);
+  REQUIRE(plans.size() == 1);
+  const MemoryPlan& m = plans[0];
+  MESSAGE(m.describe());
+  REQUIRE(m.patched());
+  const auto work = denoiser_work(c, plan.decomp, g, plans);
+  REQUIRE(work.size() == 1);
+  MESSAGE("IR-counted patch redundancy " << work[0].patch_redundancy << ", plan's (pixels) " << m.redundancy);
+  CHECK(work[0].patches == m.patches);
+  CHECK(work[0].patch_redundancy > 1.0);
+  // FLOPs per pixel are nearly uniform: the IR's count is the pixels' within a few per cent
+  CHECK(work[0].patch_redundancy == doctest::Approx(m.redundancy).epsilon(0.03));
+  // without a limit: one call on the whole slab, redundancy 1
+  c.denoiser.memory_limit_gb = 0;
+  const auto whole = memory_plans(c, plan, g, at::Device(at::kCPU), 1);
+  const auto w1 = denoiser_work(c, plan.decomp, g, whole);
+  CHECK(w1[0].patches == 1);
+  CHECK(w1[0].patch_redundancy == 1.0);
+}
+
 TEST_CASE("cuda_plan_bytes: 90 % of a budget (95 % in patches), and at least 512 MiB below a small one") {
   CHECK(cuda_plan_bytes(40) == doctest::Approx(0.9 * 40e9));
   CHECK(cuda_plan_bytes(40, true) == doctest::Approx(0.95 * 40e9));
