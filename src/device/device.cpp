@@ -86,8 +86,10 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place) {
       // asked; with them it ran, at 0.93 of its estimate. Not for a run that captures: a 32 x
       // 1024² slab streamed under 2 GB, whose executor's graph pool then reserved 1.4 GiB for
       // 36 MiB allocated, ran out of memory with them and ran without (H100, 2026-12-06).
-      if (grow_in_place && !std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
-        c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
+      // (set either way: the setting is the process's, and a process may set up more than one run)
+      if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
+        c10::CachingAllocator::setAllocatorSettings(grow_in_place ? "expandable_segments:True"
+                                                                  : "expandable_segments:False");
     }
   }
 #endif
