@@ -110,6 +110,14 @@ void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int
             "peak memory allocated by each rank before the loop (data, step size, buffers)");
   io::write(f, "/memory/metrics_peak_bytes", metrics_peak.data(), {ranks}, "B",
             "peak memory allocated by each rank while measuring the quality metrics (0: none measured)");
+  std::vector<int64_t> reserved(g.reserved_peak.begin(), g.reserved_peak.end()),
+      retries(g.allocator_retries.begin(), g.allocator_retries.end());
+  io::write(f, "/memory/reserved_peak_bytes", reserved.data(), {ranks}, "B",
+            "CUDA: peak memory the caching allocator of each rank held (allocated bytes and the free pieces "
+            "between them: what a budget bounds); 0 on the CPU");
+  io::write(f, "/memory/allocator_retries", retries.data(), {ranks}, "1",
+            "CUDA: times the caching allocator of each rank freed its cache and synchronised to make room "
+            "(a run close to its budget pays for them in time); 0 on the CPU");
   std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), shape, patches;
   for (const MemoryPlan& m : g.memory) shape.insert(shape.end(), {m.patch_rows, m.patch_cols}), patches.push_back(m.patches);
   io::write(f, "/memory/estimated_bytes", est.data(), {ranks}, "B",

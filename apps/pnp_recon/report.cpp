@@ -57,7 +57,9 @@ void print_summary(const Config& cfg, const PnpRecord& rec, const GatheredRecord
                         : "");
   if (device.is_cuda()) {
     std::printf("peak device memory %s (max over ranks)\n", human_bytes(peak).c_str());
-    std::printf("allocator of rank 0's device: %s\n", device_allocator_activity(device).c_str());
+    AllocatorActivity a = device_allocator_stats(device);
+    a.reserved_peak_bytes = rec.reserved_peak_bytes;  // the run's (the allocator's is since the last phase)
+    std::printf("allocator of rank 0's device: %s\n", to_string(a).c_str());
   }
   const double limit = cfg.denoiser.memory_limit_gb * 1e9;
   if (device.is_cuda() && limit > 0 && peak > limit)

@@ -48,11 +48,18 @@ void cap_conv_workspace(c10::Device d, double bytes);
 // live blocks; with record_memory_stages, the live bytes per MemoryStage. "" elsewhere. For an
 // out-of-memory error's report.
 std::string device_memory_summary(c10::Device d);
-// One line on what the CUDA caching allocator of device d did so far: its reserved peak, its
-// cudaMalloc and cudaFree calls, and its retries (each one frees every cached block and
-// synchronises the device to make room: a run close to denoiser.memory_limit_gb pays for them
-// in time). "" elsewhere.
-std::string device_allocator_activity(c10::Device d);
+// What the CUDA caching allocator of device d did so far: its reserved peak (allocated bytes and
+// the free pieces between them), its cudaMalloc and cudaFree calls, its retries (each one frees
+// every cached block and synchronises the device to make room: a run close to
+// denoiser.memory_limit_gb pays for them in time) and the out-of-memory errors it raised (some
+// caught, as cuDNN's algorithm search does). All 0 elsewhere. The peaks are reset with
+// reset_device_peak (PhaseTimer keeps their max).
+struct AllocatorActivity {
+  int64_t reserved_peak_bytes = 0, device_allocs = 0, device_frees = 0, retries = 0, ooms = 0;
+};
+AllocatorActivity device_allocator_stats(c10::Device d);
+// The same as one line, for pnp_recon's summary.
+std::string to_string(const AllocatorActivity& a);
 // Has the CUDA allocator of device d name each live block after the MemoryStage it was allocated
 // in (device_memory_summary then sums them per stage), and keep a summary made as it runs out of
 // memory, before the failure unwinds what held it (device_memory_at_failure: "" until then). No

@@ -331,6 +331,8 @@ struct PnpRecord {
   int64_t peak_bytes = 0;                  // the whole run's (set-up, loop and metrics)
   int64_t setup_peak_bytes = 0;            // before the loop: data, power method, buffers
   int64_t metrics_peak_bytes = 0;          // during the metrics (quality monitor) of any iteration
+  int64_t reserved_peak_bytes = 0;         // CUDA: the allocator's reserved peak (0 elsewhere)
+  int64_t allocator_retries = 0;           // CUDA: its retries, each a cache flush (0 elsewhere)
   std::vector<int64_t> phase_peak_bytes;   // [phase], peak device memory during the phase ("total" last)
   int64_t bytes_sent = 0;                  // halo + allreduce payload sent by this rank in the loop
   // [iteration] bytes this rank's loop communication sent in each iteration (metrics excluded);
@@ -379,6 +381,7 @@ struct GatheredRecord {
   std::vector<std::vector<double>> phase;  // [phase] -> [iterations x ranks]
   std::vector<double> wall, region_gradient, region_denoise, bytes;  // [iterations x ranks]
   std::vector<double> peak, sent, estimate, setup_peak, metrics_peak;  // [ranks]
+  std::vector<double> reserved_peak, allocator_retries;               // [ranks]
   std::vector<MemoryPlan> memory;          // [ranks]: each rank's patches (patch fields only)
   std::vector<std::vector<double>> phase_peak;                       // [phase] -> [ranks]
   double first = 0, stable = 0, compile = 0;  // max over ranks

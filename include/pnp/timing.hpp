@@ -51,6 +51,9 @@ class PhaseTimer {
   // iterations; 0 on CPU.
   int64_t peak_bytes() const { return peak_; }
   int64_t phase_peak_bytes(int phase) const { return phase_peak_[static_cast<size_t>(phase)]; }
+  // The CUDA allocator's reserved peak over the same stretches (its peaks are reset with the
+  // allocated one at each phase start); 0 elsewhere.
+  int64_t reserved_peak_bytes() const { return reserved_peak_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -74,7 +77,7 @@ class PhaseTimer {
   std::vector<Marks> marks_;  // the unresolved iterations, oldest first
   std::vector<std::vector<double>> secs_;
   std::vector<double> totals_, walls_;
-  int64_t peak_ = 0;
+  int64_t peak_ = 0, reserved_peak_ = 0;
   std::vector<int64_t> phase_peak_;
 };
 

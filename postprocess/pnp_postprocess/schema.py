@@ -49,6 +49,8 @@ RECON_DATASETS = {
     "/memory/estimated_bytes": ("B", False),
     "/memory/setup_peak_bytes": ("B", False),
     "/memory/metrics_peak_bytes": ("B", False),
+    "/memory/reserved_peak_bytes": ("B", False),
+    "/memory/allocator_retries": ("1", False),
     "/memory/patch_shape": ("px", False),
     "/memory/patches": ("1", False),
     "/memory/batch": ("slice", False),  # volumes

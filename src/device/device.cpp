@@ -96,20 +96,27 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place) {
   (void)d, (void)bytes, (void)grow_in_place;
 }
 
-std::string device_allocator_activity(c10::Device d) {
+AllocatorActivity device_allocator_stats(c10::Device d) {
+  AllocatorActivity a;
 #ifdef PNP_HAVE_CUDA
   d = concrete_device(d);
   if (d.is_cuda()) {
     const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
     const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    return "reserved peak " + human_bytes(static_cast<double>(s.reserved_bytes[all].peak)) + ", " +
-           std::to_string(s.num_device_alloc) + " cudaMalloc, " + std::to_string(s.num_device_free) + " cudaFree, " +
-           std::to_string(s.num_alloc_retries) + " retries (the cache freed to make room), " +
-           std::to_string(s.num_ooms) + " out of memory";
+    a.reserved_peak_bytes = s.reserved_bytes[all].peak;
+    a.device_allocs = s.num_device_alloc, a.device_frees = s.num_device_free;
+    a.retries = s.num_alloc_retries, a.ooms = s.num_ooms;
   }
 #endif
   (void)d;
-  return "";
+  return a;
+}
+
+std::string to_string(const AllocatorActivity& a) {
+  return "reserved peak " + human_bytes(static_cast<double>(a.reserved_peak_bytes)) + ", " +
+         std::to_string(a.device_allocs) + " cudaMalloc, " + std::to_string(a.device_frees) + " cudaFree, " +
+         std::to_string(a.retries) + " retries (the cache freed to make room), " + std::to_string(a.ooms) +
+         " out of memory";
 }
 
 void cap_conv_workspace(c10::Device d, double bytes) {

@@ -413,6 +413,10 @@ class PnpLoop {
     // the phases', the set-up's, and what came after the last phase (the last metrics)
     rec_.peak_bytes = std::max({p_.timer.peak_bytes(), rec_.setup_peak_bytes, rec_.metrics_peak_bytes,
                                 device_peak_bytes(p_.device)});
+    // (the allocator's peaks are reset at each phase start: the timer keeps their max)
+    const AllocatorActivity alloc = device_allocator_stats(p_.device);
+    rec_.reserved_peak_bytes = std::max(p_.timer.reserved_peak_bytes(), alloc.reserved_peak_bytes);
+    rec_.allocator_retries = alloc.retries;
     for (int ph = 0; ph < kPhaseCount; ++ph) rec_.phase_peak_bytes.push_back(p_.timer.phase_peak_bytes(ph));
     rec_.phase_peak_bytes.push_back(rec_.peak_bytes);
     for (double b : rec_.bytes_per_iteration) rec_.bytes_sent += static_cast<int64_t>(b);

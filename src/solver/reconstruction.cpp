@@ -287,6 +287,8 @@ GatheredRecord Reconstruction::gather(const PnpRecord& rec) {
   g.bytes = gather_columns(comm, rec.bytes_per_iteration);
   g.setup_peak = gather_columns(comm, {double(rec.setup_peak_bytes)});
   g.metrics_peak = gather_columns(comm, {double(rec.metrics_peak_bytes)});
+  g.reserved_peak = gather_columns(comm, {double(rec.reserved_peak_bytes)});
+  g.allocator_retries = gather_columns(comm, {double(rec.allocator_retries)});
   {
     const MemoryPlan& m = rec.memory;
     const auto cols = gather_columns(comm, {double(m.patch_rows), double(m.patch_cols), double(m.overlap),

@@ -43,7 +43,10 @@ double PhaseTimer::between(const Mark& a, const Mark& b) const {
   return std::chrono::duration<double>(b.host - a.host).count();
 }
 
-void PhaseTimer::sample_peak() { peak_ = std::max(peak_, device_peak_bytes(device_)); }
+void PhaseTimer::sample_peak() {
+  peak_ = std::max(peak_, device_peak_bytes(device_));
+  if (device_.is_cuda()) reserved_peak_ = std::max(reserved_peak_, device_allocator_stats(device_).reserved_peak_bytes);
+}
 
 void PhaseTimer::begin_iteration(int64_t it) {
   Marks m;
@@ -65,7 +68,7 @@ void PhaseTimer::stop(int phase) {
   const int64_t p = device_peak_bytes(device_);
   auto& slot = phase_peak_[static_cast<size_t>(phase)];
   slot = std::max(slot, p);
-  peak_ = std::max(peak_, p);
+  sample_peak();
 }
 void PhaseTimer::end_iteration() {
   marks_.back().end = mark();

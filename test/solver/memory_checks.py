@@ -23,6 +23,8 @@ def run_problems(path, slack=0.10, patched=False):
         red = f["/decomposition/patch_redundancy"][()]
         psnr = f["/metrics/psnr"][()]
         x = f["/reconstruction"][()]
+        # CUDA: what the allocator held, free pieces included (0 on the CPU; absent before 2026-12-06)
+        reserved = f["/memory/reserved_peak_bytes"][()].astype(float) if "/memory/reserved_peak_bytes" in f else None
     mib = 2.0 ** 20
     summary = (f"peak {np.round(peak / mib, 1)} MiB, estimate {np.round(est / mib, 1)} MiB, ratio "
                f"{np.round(peak / est, 3)}, limit {limit / 1e9:g} GB, {patches} patches of {shape.tolist()}, "
@@ -36,6 +38,12 @@ def run_problems(path, slack=0.10, patched=False):
         problems.append(f"estimate more than {slack:.0%} over the peak: estimate / peak {est / peak}")
     if limit > 0 and np.any(peak > limit):
         problems.append(f"peak over the limit {limit / 1e9:g} GB: {peak / 1e9} GB")
+    if limit > 0 and reserved is not None and np.any(reserved > limit):
+        problems.append(f"the allocator's reserved peak over the limit {limit / 1e9:g} GB: {reserved / 1e9} GB")
+    if reserved is not None and np.any(reserved > 0):
+        summary += f", reserved peak {np.round(reserved / mib, 1)} MiB"
+        if np.any(reserved < peak):
+            problems.append(f"reserved peak {reserved} below the allocated peak {peak}")
     if patched:
         if limit <= 0:
             problems.append("no memory_limit_gb in the output")
