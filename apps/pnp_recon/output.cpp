@@ -99,30 +99,33 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
 }
 
 namespace {
+// A gathered per-rank count (bytes, calls) as [ranks] int64.
+void write_counts(io::H5File& f, const std::string& path, const std::vector<double>& v, int64_t ranks,
+                  const std::string& unit, const std::string& doc) {
+  const std::vector<int64_t> n(v.begin(), v.end());
+  io::write(f, path, n.data(), {ranks}, unit, doc);
+}
+
 // /memory: every rank's peaks (whole run, set-up, metrics, each phase), estimate and patches.
 void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int64_t ranks) {
-  std::vector<int64_t> peak(g.peak.begin(), g.peak.end());
-  io::write(f, "/memory/peak_bytes", peak.data(), {ranks}, "B",
-            "peak memory allocated by each rank over the whole run (CUDA: the caching allocator's; CPU: LibTorch's "
-            "CPU allocator's, counted)");
-  std::vector<int64_t> setup_peak(g.setup_peak.begin(), g.setup_peak.end()), metrics_peak(g.metrics_peak.begin(), g.metrics_peak.end());
-  io::write(f, "/memory/setup_peak_bytes", setup_peak.data(), {ranks}, "B",
-            "peak memory allocated by each rank before the loop (data, step size, buffers)");
-  io::write(f, "/memory/metrics_peak_bytes", metrics_peak.data(), {ranks}, "B",
-            "peak memory allocated by each rank while measuring the quality metrics (0: none measured)");
-  std::vector<int64_t> reserved(g.reserved_peak.begin(), g.reserved_peak.end()),
-      retries(g.allocator_retries.begin(), g.allocator_retries.end());
-  io::write(f, "/memory/reserved_peak_bytes", reserved.data(), {ranks}, "B",
-            "CUDA: peak memory the caching allocator of each rank held (allocated bytes and the free pieces "
-            "between them: what a budget bounds); 0 on the CPU");
-  io::write(f, "/memory/allocator_retries", retries.data(), {ranks}, "1",
-            "CUDA: times the caching allocator of each rank freed its cache and synchronised to make room "
-            "(a run close to its budget pays for them in time); 0 on the CPU");
-  std::vector<int64_t> est(g.estimate.begin(), g.estimate.end()), shape, patches;
+  write_counts(f, "/memory/peak_bytes", g.peak, ranks, "B",
+               "peak memory allocated by each rank over the whole run (CUDA: the caching allocator's; CPU: "
+               "LibTorch's CPU allocator's, counted)");
+  write_counts(f, "/memory/setup_peak_bytes", g.setup_peak, ranks, "B",
+               "peak memory allocated by each rank before the loop (data, step size, buffers)");
+  write_counts(f, "/memory/metrics_peak_bytes", g.metrics_peak, ranks, "B",
+               "peak memory allocated by each rank while measuring the quality metrics (0: none measured)");
+  write_counts(f, "/memory/reserved_peak_bytes", g.reserved_peak, ranks, "B",
+               "CUDA: peak memory the caching allocator of each rank held (allocated bytes and the free pieces "
+               "between them: what a budget bounds); 0 on the CPU");
+  write_counts(f, "/memory/allocator_retries", g.allocator_retries, ranks, "1",
+               "CUDA: times the caching allocator of each rank freed its cache and synchronised to make room "
+               "(a run close to its budget pays for them in time); 0 on the CPU");
+  write_counts(f, "/memory/estimated_bytes", g.estimate, ranks, "B",
+               "memory estimated before the run for each rank: the largest of its stages (solver state, metrics, "
+               "weights, denoiser activations, workspace, patching, set-up; pnp::plan_memory)");
+  std::vector<int64_t> shape, patches;
   for (const MemoryPlan& m : g.memory) shape.insert(shape.end(), {m.patch_rows, m.patch_cols}), patches.push_back(m.patches);
-  io::write(f, "/memory/estimated_bytes", est.data(), {ranks}, "B",
-            "memory estimated before the run for each rank: the largest of its stages (solver state, metrics, "
-            "weights, denoiser activations, workspace, patching, set-up; pnp::plan_memory)");
   io::write(f, "/memory/patch_shape", shape.data(), {ranks, 2}, "px",
             "input rows and columns of one denoiser patch on each rank (0, 0 = the whole extended tile): "
             "denoiser.patch_size, or chosen within denoiser.memory_limit_gb for the least redundant work");
@@ -143,11 +146,10 @@ void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int
               "groups per iteration of each rank's streamed slab (0: the slab resident)");
   }
   io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
-  for (size_t i = 0; i + 1 < pnp_phases().size(); ++i) {
-    std::vector<int64_t> pp(g.phase_peak[i].begin(), g.phase_peak[i].end());
-    io::write(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], pp.data(), {ranks}, "B",
-              "peak device memory allocated during the phase, over all iterations, per rank (on the CPU: LibTorch's CPU allocator, counted)");
-  }
+  for (size_t i = 0; i + 1 < pnp_phases().size(); ++i)
+    write_counts(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], g.phase_peak[i], ranks, "B",
+                 "peak device memory allocated during the phase, over all iterations, per rank (on the CPU: "
+                 "LibTorch's CPU allocator, counted)");
 }
 // /reconstruction and /ground_truth: one image, or a volume chunked by slice and compressed, so
 // that a notebook reads a slice without the rest.
