@@ -55,7 +55,7 @@ std::string device_memory_summary(c10::Device d);
 // caught, as cuDNN's algorithm search does). All 0 elsewhere. The peaks are reset with
 // reset_device_peak (PhaseTimer keeps their max).
 struct AllocatorActivity {
-  int64_t reserved_peak_bytes = 0, device_allocs = 0, device_frees = 0, retries = 0, ooms = 0;
+  int64_t allocated_peak_bytes = 0, reserved_peak_bytes = 0, device_allocs = 0, device_frees = 0, retries = 0, ooms = 0;
 };
 AllocatorActivity device_allocator_stats(c10::Device d);
 // The same as one line, for pnp_recon's summary.

@@ -68,7 +68,7 @@ class PhaseTimer {
   };
   Mark mark();
   double between(const Mark& a, const Mark& b) const;
-  void sample_peak();
+  int64_t sample_peak();  // one read of the allocator: its allocated peak, noted with the reserved one
   void resolve(Marks& m);
 
   c10::Device device_;

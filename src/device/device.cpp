@@ -52,13 +52,7 @@ c10::Device concrete_device(c10::Device d) {
 }
 
 int64_t device_peak_bytes(c10::Device d) {
-#ifdef PNP_HAVE_CUDA
-  d = concrete_device(d);
-  if (d.is_cuda()) {
-    auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
-    return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
-  }
-#endif
+  if (d.is_cuda()) return device_allocator_stats(d).allocated_peak_bytes;
   if (d.is_cpu()) return host_peak_bytes();
   return 0;
 }
@@ -103,6 +97,7 @@ AllocatorActivity device_allocator_stats(c10::Device d) {
   if (d.is_cuda()) {
     const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(d.index());
     const auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    a.allocated_peak_bytes = s.allocated_bytes[all].peak;
     a.reserved_peak_bytes = s.reserved_bytes[all].peak;
     a.device_allocs = s.num_device_alloc, a.device_frees = s.num_device_free;
     a.retries = s.num_alloc_retries, a.ooms = s.num_ooms;

@@ -43,9 +43,17 @@ double PhaseTimer::between(const Mark& a, const Mark& b) const {
   return std::chrono::duration<double>(b.host - a.host).count();
 }
 
-void PhaseTimer::sample_peak() {
-  peak_ = std::max(peak_, device_peak_bytes(device_));
-  if (device_.is_cuda()) reserved_peak_ = std::max(reserved_peak_, device_allocator_stats(device_).reserved_peak_bytes);
+int64_t PhaseTimer::sample_peak() {
+  int64_t allocated = 0;
+  if (device_.is_cuda()) {
+    const AllocatorActivity a = device_allocator_stats(device_);
+    allocated = a.allocated_peak_bytes;
+    reserved_peak_ = std::max(reserved_peak_, a.reserved_peak_bytes);
+  } else {
+    allocated = device_peak_bytes(device_);
+  }
+  peak_ = std::max(peak_, allocated);
+  return allocated;
 }
 
 void PhaseTimer::begin_iteration(int64_t it) {
@@ -65,10 +73,8 @@ void PhaseTimer::start(int phase) {
 }
 void PhaseTimer::stop(int phase) {
   marks_.back().stops[static_cast<size_t>(phase)].push_back(mark());
-  const int64_t p = device_peak_bytes(device_);
   auto& slot = phase_peak_[static_cast<size_t>(phase)];
-  slot = std::max(slot, p);
-  sample_peak();
+  slot = std::max(slot, sample_peak());
 }
 void PhaseTimer::end_iteration() {
   marks_.back().end = mark();
