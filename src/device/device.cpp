@@ -69,25 +69,44 @@ at::Tensor host_store(const std::vector<int64_t>& shape, c10::Device d) {
 void limit_device_memory(c10::Device d, double bytes, bool grow_in_place) {
 #ifdef PNP_HAVE_CUDA
   d = concrete_device(d);
-  if (d.is_cuda() && bytes > 0) {
+  if (d.is_cuda()) {
     const double total = static_cast<double>(device_total_bytes(d));
-    if (total > 0 && bytes < total) {
-      c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes / total, d.index());
-      // Under a bound, segments that grow in place (unless the user configured the allocator):
-      // a freed block that a smaller request split stays too small for the next large one, and
-      // its segment cannot go back while the split piece lives. A 512 x 512² volume under 40 GB
-      // (in patches, no graphs) ran out that way with 8.4 GiB free in one block and 8.6 GiB
-      // asked; with them it ran, at 0.93 of its estimate. Not for a run that captures: a 32 x
-      // 1024² slab streamed under 2 GB, whose executor's graph pool then reserved 1.4 GiB for
-      // 36 MiB allocated, ran out of memory with them and ran without (H100, 2026-12-06).
-      // (set either way: the setting is the process's, and a process may set up more than one run)
-      if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
-        c10::CachingAllocator::setAllocatorSettings(grow_in_place ? "expandable_segments:True"
-                                                                  : "expandable_segments:False");
+    if (total <= 0) return;
+    if (bytes <= 0 || bytes >= total) {
+      c10::cuda::CUDACachingAllocator::setMemoryFraction(1.0, d.index());  // no bound (lifts one)
+      return;
     }
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes / total, d.index());
+    // Under a bound, segments that grow in place (unless the user configured the allocator):
+    // a freed block that a smaller request split stays too small for the next large one, and
+    // its segment cannot go back while the split piece lives. A 512 x 512² volume under 40 GB
+    // (in patches, no graphs) ran out that way with 8.4 GiB free in one block and 8.6 GiB
+    // asked; with them it ran, at 0.93 of its estimate. Not for a run that captures: a 32 x
+    // 1024² slab streamed under 2 GB, whose executor's graph pool then reserved 1.4 GiB for
+    // 36 MiB allocated, ran out of memory with them and ran without (H100, 2026-12-06).
+    // (set either way: the setting is the process's, and a process may set up more than one run)
+    if (!std::getenv("PYTORCH_CUDA_ALLOC_CONF") && !std::getenv("PYTORCH_ALLOC_CONF"))
+      c10::CachingAllocator::setAllocatorSettings(grow_in_place ? "expandable_segments:True"
+                                                                : "expandable_segments:False");
   }
 #endif
   (void)d, (void)bytes, (void)grow_in_place;
+}
+
+void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place) {
+  if (!d.is_cuda() || estimate <= 0) return;
+  limit_device_memory(d, budget > 0 ? std::min(budget, estimate) : estimate, grow_in_place);
+}
+
+void release_memory_hold(c10::Device d, double budget) {
+#ifdef PNP_HAVE_CUDA
+  d = concrete_device(d);
+  if (!d.is_cuda()) return;
+  const double total = static_cast<double>(device_total_bytes(d));
+  if (total > 0)
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(budget > 0 && budget < total ? budget / total : 1.0, d.index());
+#endif
+  (void)d, (void)budget;
 }
 
 AllocatorActivity device_allocator_stats(c10::Device d) {
@@ -112,15 +131,6 @@ std::string to_string(const AllocatorActivity& a) {
          std::to_string(a.device_allocs) + " cudaMalloc, " + std::to_string(a.device_frees) + " cudaFree, " +
          std::to_string(a.retries) + " retries (the cache freed to make room), " + std::to_string(a.ooms) +
          " out of memory";
-}
-
-void cap_conv_workspace(c10::Device d, double bytes) {
-  // CUDNN_CONV_WSCAP_DBG (MiB): PyTorch's documented cap on a cuDNN convolution's workspace; a
-  // user's own setting stays. Left free, a 6 x 512² slab in float32 without TF32 peaked at 35 GB
-  // against a 1.9 GB plan (one H100); the cap's own share of the fix is not measured apart.
-  if (!d.is_cuda() || bytes <= 0 || std::getenv("CUDNN_CONV_WSCAP_DBG")) return;
-  const auto mib = std::max<long long>(1, static_cast<long long>(bytes / (1024.0 * 1024.0)));
-  setenv("CUDNN_CONV_WSCAP_DBG", std::to_string(mib).c_str(), 0);
 }
 
 #ifdef PNP_HAVE_CUDA

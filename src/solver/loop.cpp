@@ -294,6 +294,9 @@ class PnpLoop {
       // The first iteration includes setup, the step-size estimate and compile: measured to its end.
       if (p_.device.is_cuda()) c10::impl::getDeviceGuardImpl(p_.device.type())->synchronizeDevice(p_.device.index());
       rec_.first_iteration = setup_seconds_ + since(t_start_);
+      // Every shape has run (and been captured): the convolutions' choices are made within the
+      // plan (hold_memory_to_plan); the allocator back to the budget.
+      release_memory_hold(p_.device, cfg_.denoiser.memory_limit_gb * 1e9);
     }
     if (progress_)
       print_progress(it, iters_, since(t_it), since(t_start_), p_.device.is_cuda(), metrics, p_.prob.has_truth(), rec_);

@@ -214,11 +214,10 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
     r.plane_ = make_communicator(r.cfg_.distributed.comm, plane, r.device_, local_size, cuda_device_count(), t);
   });
   part("communicator");
-  // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device.
-  limit_device_memory(r.device_, r.cfg_.denoiser.memory_limit_gb * 1e9, !captures);
-  // ... and LibTorch's convolutions (the eager executor's, the native one's fallbacks) within the
-  // plan's workspace term.
-  cap_conv_workspace(r.device_, r.memory_.workspace);
+  // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device;
+  // and until the first iteration has run every shape (the loop releases it), not past the plan,
+  // so that LibTorch's cuDNN convolutions choose algorithms whose workspaces the plan holds.
+  hold_memory_to_plan(r.device_, r.memory_.total(), r.cfg_.denoiser.memory_limit_gb * 1e9, !captures);
   // Each live block named after the plan's term that allocated it, for an out-of-memory report.
   record_memory_stages(r.device_);
   Watchdog::beat("set-up: the data and the denoiser");
