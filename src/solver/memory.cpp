@@ -26,6 +26,9 @@ constexpr double kNativeWorkspace = 0.10;
 // The eager executor's on the GPU, in multiples of its largest activation: cuDNN's workspaces
 // (H200, docs/performance.md#memory-budget).
 constexpr double kEagerWorkspaceCuda = 2.0;
+// ... and held to the plan in float32 without TF32 (holds_to_plan): the 6 x 512² volume's eager
+// run used none of the 2.0 (its peak 0.685 of such an estimate; H100, 2026-12-06).
+constexpr double kEagerWorkspaceCudaHeld = 0.25;
 constexpr double kSmallBytes = 256.0 * 1024;
 // On the CPU the convolutions' buffers depend on the instruction set oneDNN picks: a margin of the
 // stages' sum (the DRUNet, DnCNN and UNet cases of recon_memory_plan sit at 0.99-1.00 of it).
@@ -127,7 +130,7 @@ class Estimator {
   const nn::Graph& g_;
   Box ext_;
   int64_t channels_ = 1, eb_ = 4, align_ = 1, slices_ = 1, depth_ = 0;
-  bool eager_ = true, cuda_ = true, fp8_ = false;
+  bool eager_ = true, cuda_ = true, fp8_ = false, held_ = false;
   double ext_px_ = 0, physics_ = 0, setup_ = 0, metrics_strips_ = 0;
   MemoryPlan base_;
   std::map<std::array<int64_t, 3>, roofline::ActivationMemory> walks_;
@@ -140,6 +143,7 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   channels_ = dc.channels;
   eb_ = at::elementSize(denoiser_dtype(dc));
   fp8_ = dc.precision == "fp8_emulated";
+  held_ = holds_to_plan(cfg, ctx.cuda);
   // Inductor's buffer plan is its own: estimated as eager's.
   eager_ = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
   align_ = g.alignment();
@@ -227,7 +231,7 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
   //   8.6 GiB activation beside the two the walk counts.
   double kept = 0;
   if (eager_) {
-    m.workspace = cuda_ ? kEagerWorkspaceCuda * largest : conv_temp;
+    m.workspace = cuda_ ? (held_ ? kEagerWorkspaceCudaHeld : kEagerWorkspaceCuda) * largest : conv_temp;
     // the FP8 emulation's quantised copy of a convolution's input and its temporaries
     if (fp8_) m.workspace += 3 * largest;
   } else if (cuda_) {

@@ -19,6 +19,11 @@ bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device) {
 
 bool captures_allowed(const MemoryPlan& m) { return m.patches <= 1; }
 
+bool holds_to_plan(const Config& cfg, bool cuda) {
+  const CompileMode m = cfg.compile.mode;
+  return cuda && !cfg.compile.tf32 && denoiser_dtype(cfg) == at::kFloat && (m == CompileMode::none || m == CompileMode::pre);
+}
+
 ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& graph, at::Device device) {
   const DistributedConfig& dc = cfg.distributed;
   ExecutionPlan p;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -215,9 +216,15 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   });
   part("communicator");
   // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device;
-  // and until the first iteration has run every shape (the loop releases it), not past the plan,
-  // so that LibTorch's cuDNN convolutions choose algorithms whose workspaces the plan holds.
-  hold_memory_to_plan(r.device_, r.memory_.total(), r.cfg_.denoiser.memory_limit_gb * 1e9, !captures);
+  // and in float32 without TF32 (holds_to_plan), until the first iteration has run every shape
+  // (the loop releases it), not past the plan, so that LibTorch's cuDNN convolutions choose
+  // algorithms whose workspaces the plan holds.
+  const double budget = r.cfg_.denoiser.memory_limit_gb * 1e9;
+  bool held = holds_to_plan(r.cfg_, r.device_.is_cuda()) && r.memory_.stream == 0;
+  if (held)
+    hold_memory_to_plan(r.device_, r.memory_.total(), budget, !captures);
+  else
+    limit_device_memory(r.device_, budget, !captures);
   // Each live block named after the plan's term that allocated it, for an out-of-memory report.
   record_memory_stages(r.device_);
   Watchdog::beat("set-up: the data and the denoiser");
@@ -228,7 +235,18 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
     const MemoryStage weights("weights");
     Config dc = r.cfg_;  // a denoiser in patches without a graph of its own (captures_allowed)
     if (!captures_allowed(r.memory_)) dc.compile.cuda_graphs = false;
-    r.den_ = make_denoiser(dc, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
+    try {
+      r.den_ = make_denoiser(dc, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
+    } catch (const c10::OutOfMemoryError&) {
+      if (!held) throw;
+      // The native executor's warm-up (its autotuning) needs more than the plan's steady state:
+      // again without the hold, its convolutions choosing as they would unheld.
+      held = false;
+      release_memory_hold(r.device_, budget, /*hand_back_cache=*/true);
+      std::fprintf(stderr, "rank %d: note: the denoiser's warm-up needs more than the memory plan's %s; it ran again "
+                   "without holding LibTorch's convolutions to the plan\n", rank, human_bytes(r.memory_.total()).c_str());
+      r.den_ = make_denoiser(dc, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
+    }
     part("denoiser");
   });
   // output.resume: the checkpoint, when there is one, read by every rank (it must come from
