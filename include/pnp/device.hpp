@@ -43,13 +43,12 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place = false
 // While LibTorch's cuDNN convolutions choose their algorithms (the first call of each shape),
 // the allocator held to the memory plan's estimate: a choice whose workspace the plan has no
 // room for fails its allocation, and LibTorch takes the next one (it catches the out-of-memory
-// error), so the plan bounds the workspaces as well as the rest. Without it, float32 without
-// TF32 chose workspaces of tens of GB where the plan had 2 (a 6 x 512² slab on an H100). The
-// choices stay cached per shape; release_memory_hold puts denoiser.memory_limit_gb (or no bound)
-// back once every shape has run (with hand_back_cache, the allocator's cached blocks go back to
-// the device too). `estimate` and `budget` in bytes (budget <= 0: none).
+// error), so the plan bounds the workspaces as well as the rest (where: holds_to_plan). Without
+// it, float32 without TF32 chose workspaces of tens of GB where the plan had 2 (a 6 x 512² slab on
+// an H100). The choices stay cached per shape; release_memory_hold puts denoiser.memory_limit_gb (or no bound)
+// back once every shape has run. `estimate` and `budget` in bytes (budget <= 0: none).
 void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place);
-void release_memory_hold(c10::Device d, double budget, bool hand_back_cache = false);
+void release_memory_hold(c10::Device d, double budget);
 // One line on the CUDA caching allocator of device d now: per pool (the general one, each CUDA
 // graph's) its reserved and allocated bytes, its live blocks and its largest free one; the largest
 // live blocks; with record_memory_stages, the live bytes per MemoryStage. "" elsewhere. For an

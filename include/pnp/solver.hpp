@@ -56,14 +56,14 @@ struct MemoryPlan;
 // hundreds of milliseconds hide the step's launches.
 bool captures_allowed(const MemoryPlan& m);
 // Whether a run's LibTorch convolutions choose their algorithms held to the memory plan
-// (hold_memory_to_plan): float32 without TF32 on a GPU, with a denoiser of the tile alone
-// (compile.mode none or pre; Reconstruction also leaves a streamed slab, under its budget,
-// unheld). Left free there, cuDNN's heuristics took FFT engines with workspaces of tens of GB (a
-// 6 x 512² slab planned at 1.9 GB: 35 GB, and 7.5 s a denoise); held, the same slab peaked at
-// 0.991 of its plan (H100, 2026-12-06). With TF32 or in bf16 they choose tensor-core engines
-// whose workspaces the plan holds unheld. The native executor's autotuning warm-up may need more
-// than the plan's steady state (1024² did): a warm-up out of memory under the hold runs again
-// unheld, which only a denoiser without collectives in its warm-up can do on its own.
+// (hold_memory_to_plan): the eager executor (compile.mode = none) in float32 without TF32 on a GPU
+// (Reconstruction also leaves a streamed slab, under its budget, unheld). Left free there, cuDNN's
+// heuristics took FFT engines with workspaces of tens of GB (a 6 x 512² slab planned at 1.9 GB:
+// 35 GB, and 7.5 s a denoise); held, the same slab ran in 0.237 s an iteration (H100, 2026-12-06).
+// With TF32 or in bf16 they choose tensor-core engines whose workspaces the plan holds unheld. The
+// native executor is not held: its autotuning warm-up, on the first call, needs more than the
+// plan's steady state (about three more of its largest activations; held, 1024² and 6 x 512² ran
+// out of memory in it), so its cuDNN fallbacks without TF32 still choose unheld.
 bool holds_to_plan(const Config& cfg, bool cuda);
 
 // The decisions a configuration makes on `ranks` ranks before any data, communicator or

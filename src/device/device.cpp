@@ -98,16 +98,15 @@ void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool gro
   limit_device_memory(d, budget > 0 ? std::min(budget, estimate) : estimate, grow_in_place);
 }
 
-void release_memory_hold(c10::Device d, double budget, bool hand_back_cache) {
+void release_memory_hold(c10::Device d, double budget) {
 #ifdef PNP_HAVE_CUDA
   d = concrete_device(d);
   if (!d.is_cuda()) return;
   const double total = static_cast<double>(device_total_bytes(d));
   if (total > 0)
     c10::cuda::CUDACachingAllocator::setMemoryFraction(budget > 0 && budget < total ? budget / total : 1.0, d.index());
-  if (hand_back_cache) c10::cuda::CUDACachingAllocator::emptyCache();
 #endif
-  (void)d, (void)budget, (void)hand_back_cache;
+  (void)d, (void)budget;
 }
 
 AllocatorActivity device_allocator_stats(c10::Device d) {

@@ -20,8 +20,7 @@ bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device) {
 bool captures_allowed(const MemoryPlan& m) { return m.patches <= 1; }
 
 bool holds_to_plan(const Config& cfg, bool cuda) {
-  const CompileMode m = cfg.compile.mode;
-  return cuda && !cfg.compile.tf32 && denoiser_dtype(cfg) == at::kFloat && (m == CompileMode::none || m == CompileMode::pre);
+  return cuda && !cfg.compile.tf32 && denoiser_dtype(cfg) == at::kFloat && denoiser_executor(cfg) == DenoiserExecutor::eager;
 }
 
 ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& graph, at::Device device) {

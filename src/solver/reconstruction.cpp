@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -220,7 +219,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   // (the loop releases it), not past the plan, so that LibTorch's cuDNN convolutions choose
   // algorithms whose workspaces the plan holds.
   const double budget = r.cfg_.denoiser.memory_limit_gb * 1e9;
-  bool held = holds_to_plan(r.cfg_, r.device_.is_cuda()) && r.memory_.stream == 0;
+  const bool held = holds_to_plan(r.cfg_, r.device_.is_cuda()) && r.memory_.stream == 0;
   if (held)
     hold_memory_to_plan(r.device_, r.memory_.total(), budget, !captures);
   else
@@ -235,18 +234,7 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
     const MemoryStage weights("weights");
     Config dc = r.cfg_;  // a denoiser in patches without a graph of its own (captures_allowed)
     if (!captures_allowed(r.memory_)) dc.compile.cuda_graphs = false;
-    try {
-      r.den_ = make_denoiser(dc, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
-    } catch (const c10::OutOfMemoryError&) {
-      if (!held) throw;
-      // The native executor's warm-up (its autotuning) needs more than the plan's steady state:
-      // again without the hold, its convolutions choosing as they would unheld.
-      held = false;
-      release_memory_hold(r.device_, budget, /*hand_back_cache=*/true);
-      std::fprintf(stderr, "rank %d: note: the denoiser's warm-up needs more than the memory plan's %s; it ran again "
-                   "without holding LibTorch's convolutions to the plan\n", rank, human_bytes(r.memory_.total()).c_str());
-      r.den_ = make_denoiser(dc, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
-    }
+    r.den_ = make_denoiser(dc, r.device_, &r.plane(), &r.decomp_, r.comm_.get());
     part("denoiser");
   });
   // output.resume: the checkpoint, when there is one, read by every rank (it must come from
