@@ -37,16 +37,16 @@ void count_host_allocations();
 // bound on the device, and an 80 GB card runs as a 40 GB one would. With grow_in_place (a run
 // that captures no CUDA graph) its segments then grow in place (expandable_segments, unless
 // PYTORCH_CUDA_ALLOC_CONF or PYTORCH_ALLOC_CONF is set), so that freed memory is not stranded in
-// fragments. bytes <= 0 (or >= the device's memory) lifts an earlier bound and leaves the
-// settings as they are. No effect on the CPU.
+// fragments. No effect on the CPU or when bytes <= 0 or >= the device's memory.
 void limit_device_memory(c10::Device d, double bytes, bool grow_in_place = false);
 // While LibTorch's cuDNN convolutions choose their algorithms (the first call of each shape),
 // the allocator held to the memory plan's estimate: a choice whose workspace the plan has no
 // room for fails its allocation, and LibTorch takes the next one (it catches the out-of-memory
 // error), so the plan bounds the workspaces as well as the rest (where: holds_to_plan). Without
-// it, float32 without TF32 chose workspaces of tens of GB where the plan had 2 (a 6 x 512² slab on
-// an H100). The choices stay cached per shape; release_memory_hold puts denoiser.memory_limit_gb (or no bound)
-// back once every shape has run. `estimate` and `budget` in bytes (budget <= 0: none).
+// it, float32 without TF32 chose workspaces of tens of GB where the plan had 2 (a 6 x 512² slab
+// on an H100). The choices stay cached per shape; release_memory_hold puts
+// denoiser.memory_limit_gb (or no bound) back once every shape has run (nothing when nothing is
+// held). `estimate` and `budget` in bytes (budget <= 0: none).
 void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place);
 void release_memory_hold(c10::Device d, double budget);
 // One line on the CUDA caching allocator of device d now: per pool (the general one, each CUDA

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -71,11 +72,7 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place) {
   d = concrete_device(d);
   if (d.is_cuda()) {
     const double total = static_cast<double>(device_total_bytes(d));
-    if (total <= 0) return;
-    if (bytes <= 0 || bytes >= total) {
-      c10::cuda::CUDACachingAllocator::setMemoryFraction(1.0, d.index());  // no bound (lifts one)
-      return;
-    }
+    if (total <= 0 || bytes <= 0 || bytes >= total) return;
     c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes / total, d.index());
     // Under a bound, segments that grow in place (unless the user configured the allocator):
     // a freed block that a smaller request split stays too small for the next large one, and
@@ -93,17 +90,23 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place) {
   (void)d, (void)bytes, (void)grow_in_place;
 }
 
+namespace {
+std::atomic<bool> g_held{false};  // a hold_memory_to_plan not yet released (one device per rank)
+}  // namespace
+
 void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place) {
   if (!d.is_cuda() || estimate <= 0) return;
   limit_device_memory(d, budget > 0 ? std::min(budget, estimate) : estimate, grow_in_place);
+  g_held = true;
 }
 
 void release_memory_hold(c10::Device d, double budget) {
+  if (!g_held.exchange(false)) return;  // nothing held: the allocator stays as it is
 #ifdef PNP_HAVE_CUDA
   d = concrete_device(d);
   if (!d.is_cuda()) return;
   const double total = static_cast<double>(device_total_bytes(d));
-  if (total > 0)
+  if (total > 0)  // the budget back, or no bound
     c10::cuda::CUDACachingAllocator::setMemoryFraction(budget > 0 && budget < total ? budget / total : 1.0, d.index());
 #endif
   (void)d, (void)budget;
