@@ -403,6 +403,42 @@ TEST_CASE("cuda_plan_bytes: 90 % of a budget (95 % in patches), and at least 512
   CHECK(cuda_plan_bytes(0.1) == 0.0);
 }
 
+TEST_CASE("holds_to_plan: the eager executor in float32 without TF32 on a GPU, and its estimate's workspace") {
+  Config c = gd_config();
+  c.problem.size = 1024;
+  c.denoiser.architecture = "drunet";
+  c.compile.mode = CompileMode::none;
+  c.compile.tf32 = false;
+  CHECK(holds_to_plan(c, true));
+  CHECK_FALSE(holds_to_plan(c, false));  // the CPU: no cuDNN, nothing to hold
+  Config v = c;
+  v.compile.tf32 = true;  // tensor-core engines: their workspaces fit the plan unheld
+  CHECK_FALSE(holds_to_plan(v, true));
+  v = c;
+  v.denoiser.precision = "bf16";
+  CHECK_FALSE(holds_to_plan(v, true));
+  for (CompileMode m : {CompileMode::pre, CompileMode::post, CompileMode::fused}) {
+    v = c;
+    v.compile.mode = m;  // the native executor: its warm-up needs more than the plan
+    CHECK_FALSE(holds_to_plan(v, true));
+  }
+  // Held, eager's cuDNN workspace term is 0.25 of the largest activation, unheld 2: the rest of
+  // the plan the same.
+  const nn::Graph g = denoiser_graph(c.denoiser);
+  TilePlan tile;
+  tile.own = tile.ext = Box{0, 1024, 0, 1024};
+  MemoryContext ctx;
+  ctx.cuda = true, ctx.angles = 100, ctx.detectors = 1449;
+  const MemoryPlan held = plan_memory(c, g, tile, ctx);
+  v = c;
+  v.compile.tf32 = true;
+  const MemoryPlan free = plan_memory(v, g, tile, ctx);
+  CHECK(held.workspace > 0);
+  CHECK(free.workspace == doctest::Approx(8.0 * held.workspace).epsilon(1e-9));
+  CHECK(held.activations == free.activations);
+  CHECK(free.total() - held.total() == doctest::Approx(free.workspace - held.workspace).epsilon(1e-9));
+}
+
 TEST_CASE("captures_allowed: a tile in patches runs without CUDA graphs, a whole tile with them") {
   Config c = gd_config();
   c.problem.size = 4096;
