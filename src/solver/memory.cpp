@@ -143,7 +143,7 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   channels_ = dc.channels;
   eb_ = at::elementSize(denoiser_dtype(dc));
   fp8_ = dc.precision == "fp8_emulated";
-  held_ = holds_to_plan(cfg, ctx.cuda);
+  held_ = holds_to_plan(cfg, ctx.cuda) && !streamed;  // as Reconstruction holds (a streamed slab: unheld)
   // Inductor's buffer plan is its own: estimated as eager's.
   eager_ = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
   align_ = g.alignment();
