@@ -294,8 +294,8 @@ class PnpLoop {
       // The first iteration includes setup, the step-size estimate and compile: measured to its end.
       if (p_.device.is_cuda()) c10::impl::getDeviceGuardImpl(p_.device.type())->synchronizeDevice(p_.device.index());
       rec_.first_iteration = setup_seconds_ + since(t_start_);
-      // Every shape has run (and been captured): the convolutions' choices are made within the
-      // plan (hold_memory_to_plan); the allocator back to the budget.
+      // Every shape has run (and been captured): a held run's convolutions have chosen within the
+      // plan (hold_memory_to_plan); its allocator back to the budget (others: nothing to do).
       release_memory_hold(p_.device, cfg_.denoiser.memory_limit_gb * 1e9);
     }
     if (progress_)
