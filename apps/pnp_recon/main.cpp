@@ -188,6 +188,12 @@ int main(int argc, char** argv) {
     if (warmup.device() >= 0)
       std::printf("(the CUDA context of cuda:%d and cuDNN were made while MPI started: %.3f s)\n", warmup.device(),
                   warmup.seconds());
+    if (cudnn_workspaces_unbounded(cfg, run->device().is_cuda()))
+      std::printf(holds_to_plan(cfg, true)
+                      ? "(float32 without TF32: cuDNN's convolutions choose within the memory plan until the first "
+                        "iteration has run, denoiser.memory_hold)\n"
+                      : "(denoiser.memory_hold = false: cuDNN's float32 convolutions choose their workspaces unbounded, "
+                        "and the memory plan does not bound the peak)\n");
     std::fflush(stdout);
   }
 

@@ -81,6 +81,7 @@ struct DenoiserConfig {
   int64_t patch_size = 0;             // 0 = whole tile
   int64_t patch_overlap = 0;          // 0 = receptive radius
   double memory_limit_gb = 0.0;       // 0 = no limit
+  bool memory_hold = true;            // float32 without TF32 on a GPU: cuDNN chooses within the plan (holds_to_plan)
   std::vector<int64_t> features;      // empty = architecture default
   int64_t blocks = -1;                // -1 = architecture default
 };

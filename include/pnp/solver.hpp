@@ -55,15 +55,18 @@ struct MemoryPlan;
 // Uncaptured, the allocator reuses and hands back its blocks between the stages; a patch's
 // hundreds of milliseconds hide the step's launches.
 bool captures_allowed(const MemoryPlan& m);
-// Whether a run's LibTorch convolutions choose their algorithms held to the memory plan
-// (hold_memory_to_plan): the eager executor (compile.mode = none) in float32 without TF32 on a GPU
-// (Reconstruction also leaves a streamed slab, under its budget, unheld). Left free there, cuDNN's
-// heuristics took FFT engines with workspaces of tens of GB (a 6 x 512² slab planned at 1.9 GB:
-// 35 GB, and 7.5 s a denoise); held, the same slab ran in 0.237 s an iteration (H100, 2026-12-06).
-// With TF32 or in bf16 they choose tensor-core engines whose workspaces the plan holds unheld. The
-// native executor is not held: its autotuning warm-up, on the first call, needs more than the
-// plan's steady state (about three more of its largest activations; held, 1024² and 6 x 512² ran
-// out of memory in it), so its cuDNN fallbacks without TF32 still choose unheld.
+// Whether LibTorch's cuDNN convolutions may ask for workspaces past any plan: float32 without TF32
+// on a GPU, the eager or the native executor (the native one's ATen fallbacks). Left free there,
+// cuDNN's heuristics took FFT engines with workspaces of tens of GB (a 6 x 512² slab planned at
+// 1.9 GB: 35 GB, and 7.5 s a denoise, eager). With TF32 or in bf16 they choose tensor-core engines
+// whose workspaces the plan holds. (Inductor's kernels are its own.)
+bool cudnn_workspaces_unbounded(const Config& cfg, bool cuda);
+// Whether a run's convolutions choose their algorithms held to the memory plan
+// (hold_memory_to_plan): where cudnn_workspaces_unbounded, unless denoiser.memory_hold = false.
+// Held, the eager slab above ran in 0.237 s an iteration, and the native one at 0.98 of its plan.
+// cuDNN then takes the first engine whose workspace it can allocate, so the choice depends on the
+// free memory: compile modes (and a run captured or not) may choose different engines and differ
+// in rounding (up to 1.1e-5 relative at 1024², H100, 2026-12-06); unheld, they choose alike.
 bool holds_to_plan(const Config& cfg, bool cuda);
 
 // The decisions a configuration makes on `ranks` ranks before any data, communicator or

@@ -29,6 +29,12 @@ constexpr double kEagerWorkspaceCuda = 2.0;
 // ... and held to the plan in float32 without TF32 (holds_to_plan): the 6 x 512² volume's eager
 // run used none of the 2.0 (its peak 0.685 of such an estimate; H100, 2026-12-06).
 constexpr double kEagerWorkspaceCudaHeld = 0.25;
+// The native executor's held (holds_to_plan), in multiples of its largest activation: its
+// autotuning warm-up, on the first call, times rivals that write outputs of their own, and cuDNN's
+// fallbacks take what the hold leaves. Held at the plan without it, 1024² and 6 x 512² ran out of
+// memory in the warm-up; with 1, 2 and 3 every run ran, the peaks at 0.75-0.98 of their estimates,
+// cuDNN's choices filling what they found (H100, 2026-12-06, docs/performance.md#memory-budget).
+constexpr double kNativeWarmupHeld = 2.0;
 constexpr double kSmallBytes = 256.0 * 1024;
 // On the CPU the convolutions' buffers depend on the instruction set oneDNN picks: a margin of the
 // stages' sum (the DRUNet, DnCNN and UNet cases of recon_memory_plan sit at 0.99-1.00 of it).
@@ -143,7 +149,7 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   channels_ = dc.channels;
   eb_ = at::elementSize(denoiser_dtype(dc));
   fp8_ = dc.precision == "fp8_emulated";
-  held_ = holds_to_plan(cfg, ctx.cuda) && !streamed;  // as Reconstruction holds (a streamed slab: unheld)
+  held_ = holds_to_plan(cfg, ctx.cuda);  // as Reconstruction holds
   // Inductor's buffer plan is its own: estimated as eager's.
   eager_ = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
   align_ = g.alignment();
@@ -221,7 +227,8 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
   //   eager, CUDA: cuDNN's workspaces;
   //   eager, CPU: a float32 buffer the size of a convolution's input or output (the larger)
   //   beside the live values (roofline::ActivationMemory::conv_temp_peak_bytes);
-  //   native, CUDA: workspaces; its buffers stay (kept = activations);
+  //   native, CUDA: workspaces; its buffers stay (kept = activations); held to the plan, its
+  //   warm-up's rivals and cuDNN's fallbacks (kNativeWarmupHeld);
   //   native, CPU: its own float32 copy of the weights and its slots (the values its plan
   //   preallocates, nn::native_slot_bytes), kept; its convolutions' outputs come and go as
   //   eager's do.
@@ -238,6 +245,7 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
     m.workspace = kNativeWorkspace * m.activations;
     kept = m.activations;
     if (g_.dim == 3) m.workspace += largest;
+    if (held_) m.workspace += kNativeWarmupHeld * largest;
   } else {
     m.workspace = m.weights * 4.0 / static_cast<double>(eb_) + slots;
     kept = m.workspace;

@@ -19,9 +19,11 @@ bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device) {
 
 bool captures_allowed(const MemoryPlan& m) { return m.patches <= 1; }
 
-bool holds_to_plan(const Config& cfg, bool cuda) {
-  return cuda && !cfg.compile.tf32 && denoiser_dtype(cfg) == at::kFloat && denoiser_executor(cfg) == DenoiserExecutor::eager;
+bool cudnn_workspaces_unbounded(const Config& cfg, bool cuda) {
+  return cuda && !cfg.compile.tf32 && denoiser_dtype(cfg) == at::kFloat && denoiser_executor(cfg) != DenoiserExecutor::inductor;
 }
+
+bool holds_to_plan(const Config& cfg, bool cuda) { return cudnn_workspaces_unbounded(cfg, cuda) && cfg.denoiser.memory_hold; }
 
 ExecutionPlan plan_execution(const Config& cfg, int ranks, const nn::Graph& graph, at::Device device) {
   const DistributedConfig& dc = cfg.distributed;

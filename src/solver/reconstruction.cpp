@@ -215,12 +215,11 @@ Reconstruction Reconstruction::setup(ReconstructionPlan plan, MPI_Comm world, in
   });
   part("communicator");
   // The budget as a bound: the allocator may not go past denoiser.memory_limit_gb on this device;
-  // and for the eager executor in float32 without TF32 (holds_to_plan), until the first
-  // iteration has run every shape (the loop releases it), not past the plan, so that LibTorch's
-  // cuDNN convolutions choose algorithms whose workspaces the plan holds.
+  // and in float32 without TF32 (holds_to_plan), until the first iteration has run every shape
+  // (the loop releases it), not past the plan, so that LibTorch's cuDNN convolutions choose
+  // algorithms whose workspaces the plan holds.
   const double budget = r.cfg_.denoiser.memory_limit_gb * 1e9;
-  const bool held = holds_to_plan(r.cfg_, r.device_.is_cuda()) && r.memory_.stream == 0;
-  if (held)
+  if (holds_to_plan(r.cfg_, r.device_.is_cuda()))
     hold_memory_to_plan(r.device_, r.memory_.total(), budget, !captures);
   else
     limit_device_memory(r.device_, budget, !captures);

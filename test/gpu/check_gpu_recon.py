@@ -2,7 +2,8 @@
   check_gpu_recon.py --fbp FBP_PSNR --dir DIR
 Checks, printing one line each and failing (exit 1) on the first that does not hold:
   - every reconstruction is non-blank: final PSNR >= FBP + 3 dB, and real spread in the image;
-  - native pre, post and fused equal each other to 1e-6 and none to 1e-5 (relative L2, TF32 off);
+  - native pre, post and fused equal each other to 1e-6 and none to 1e-5 (relative L2, TF32 off,
+    denoiser.memory_hold = false: every mode cuDNN's first choice of engine);
   - inductor pre, post and fused equal each other to 1e-6 and none to 1e-5;
   - the NCCL runs captured in CUDA graphs (post, fused) equal their uncaptured twins to 1e-6;
   - /communication/bytes: every iteration of a captured run equals the uncaptured run's, and

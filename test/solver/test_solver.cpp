@@ -403,7 +403,7 @@ TEST_CASE("cuda_plan_bytes: 90 % of a budget (95 % in patches), and at least 512
   CHECK(cuda_plan_bytes(0.1) == 0.0);
 }
 
-TEST_CASE("holds_to_plan: the eager executor in float32 without TF32 on a GPU, and its estimate's workspace") {
+TEST_CASE("holds_to_plan: float32 without TF32 on a GPU, eager or native, unless memory_hold is off; the held estimates") {
   Config c = gd_config();
   c.problem.size = 1024;
   c.denoiser.architecture = "drunet";
@@ -413,30 +413,58 @@ TEST_CASE("holds_to_plan: the eager executor in float32 without TF32 on a GPU, a
   CHECK_FALSE(holds_to_plan(c, false));  // the CPU: no cuDNN, nothing to hold
   Config v = c;
   v.compile.tf32 = true;  // tensor-core engines: their workspaces fit the plan unheld
+  CHECK_FALSE(cudnn_workspaces_unbounded(v, true));
   CHECK_FALSE(holds_to_plan(v, true));
   v = c;
   v.denoiser.precision = "bf16";
   CHECK_FALSE(holds_to_plan(v, true));
+  v = c;
+  v.denoiser.memory_hold = false;  // the user's choice: engines chosen alike in every mode, unbounded
+  CHECK(cudnn_workspaces_unbounded(v, true));
+  CHECK_FALSE(holds_to_plan(v, true));
   for (CompileMode m : {CompileMode::pre, CompileMode::post, CompileMode::fused}) {
     v = c;
-    v.compile.mode = m;  // the native executor: its warm-up needs more than the plan
+    v.compile.mode = m;  // the native executor's ATen fallbacks
+    CHECK(holds_to_plan(v, true));
+    v.compile.backend = CompileBackend::inductor;  // inductor's kernels are its own
     CHECK_FALSE(holds_to_plan(v, true));
   }
-  // Held, eager's cuDNN workspace term is 0.25 of the largest activation, unheld 2: the rest of
-  // the plan the same.
+  // The held estimates against memory_hold = false (the same configuration unheld): eager's cuDNN
+  // workspace term 0.25 of the largest activation where it is 2 unheld; the native executor's
+  // 2 largest activations more for its warm-up (kNativeWarmupHeld). The rest of the plan the same.
   const nn::Graph g = denoiser_graph(c.denoiser);
   TilePlan tile;
   tile.own = tile.ext = Box{0, 1024, 0, 1024};
   MemoryContext ctx;
   ctx.cuda = true, ctx.angles = 100, ctx.detectors = 1449;
-  const MemoryPlan held = plan_memory(c, g, tile, ctx);
+  const double largest = 4.0 * 64 * 1024 * 1024;  // DRUNet's 64 channels at 1024², float32
+  for (CompileMode m : {CompileMode::none, CompileMode::pre}) {
+    CAPTURE(to_string(m));
+    v = c;
+    v.compile.mode = m;
+    const MemoryPlan held = plan_memory(v, g, tile, ctx);
+    v.denoiser.memory_hold = false;
+    const MemoryPlan free = plan_memory(v, g, tile, ctx);
+    CHECK(held.workspace > 0);
+    if (m == CompileMode::none) {
+      CHECK(free.workspace == doctest::Approx(2.0 * largest).epsilon(1e-9));
+      CHECK(held.workspace == doctest::Approx(0.25 * largest).epsilon(1e-9));
+    } else {
+      CHECK(held.workspace - free.workspace == doctest::Approx(2.0 * largest).epsilon(1e-9));
+    }
+    CHECK(held.activations == free.activations);
+    CHECK(held.solver == free.solver);
+    CHECK(held.total() - free.total() == doctest::Approx(held.workspace - free.workspace).epsilon(1e-9));
+  }
+  // A streamed slab's group is held as a resident slab is (its first iteration runs every shape).
   v = c;
-  v.compile.tf32 = true;
-  const MemoryPlan free = plan_memory(v, g, tile, ctx);
-  CHECK(held.workspace > 0);
-  CHECK(free.workspace == doctest::Approx(8.0 * held.workspace).epsilon(1e-9));
-  CHECK(held.activations == free.activations);
-  CHECK(free.total() - held.total() == doctest::Approx(free.workspace - held.workspace).epsilon(1e-9));
+  v.compile.mode = CompileMode::pre;
+  ctx.slices = 4, ctx.stream = 4;
+  const MemoryPlan group = estimate_memory(v, g, tile, ctx, 0, 0);
+  v.denoiser.memory_hold = false;
+  const MemoryPlan group_free = estimate_memory(v, g, tile, ctx, 0, 0);
+  CHECK(group.workspace - group_free.workspace == doctest::Approx(2.0 * largest).epsilon(1e-9));
+  CHECK(group.solver == group_free.solver);
 }
 
 TEST_CASE("captures_allowed: a tile in patches runs without CUDA graphs, a whole tile with them") {
