@@ -107,7 +107,7 @@ void write_counts(io::H5File& f, const std::string& path, const std::vector<doub
 }
 
 // /memory: every rank's peaks (whole run, set-up, metrics, each phase), estimate and patches.
-void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int64_t ranks) {
+void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int64_t ranks, at::Device dev) {
   write_counts(f, "/memory/peak_bytes", g.peak, ranks, "B",
                "peak memory allocated by each rank over the whole run (CUDA: the caching allocator's; CPU: "
                "LibTorch's CPU allocator's, counted)");
@@ -146,6 +146,7 @@ void write_memory(io::H5File& f, const Config& cfg, const GatheredRecord& g, int
               "groups per iteration of each rank's streamed slab (0: the slab resident)");
   }
   io::write_attr(f, "/memory", "limit_gb", cfg.denoiser.memory_limit_gb);
+  io::write_attr(f, "/memory", "held", int64_t{holds_to_plan(cfg, dev.is_cuda()) ? 1 : 0});
   for (size_t i = 0; i + 1 < pnp_phases().size(); ++i)
     write_counts(f, "/memory/phase_peak_bytes/" + pnp_phases()[i], g.phase_peak[i], ranks, "B",
                  "peak device memory allocated during the phase, over all iterations, per rank (on the CPU: "
@@ -227,7 +228,7 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
   io::write_scalar(f, "/timings/compile", g.compile, "s", "compile cost alone (max over ranks)");
   for (const auto& [name, v] : g.setup)
     io::write(f, "/timings/setup/" + name, v.data(), {ranks}, "s", setup_description(name));
-  write_memory(f, cfg, g, ranks);
+  write_memory(f, cfg, g, ranks, dev);
   std::vector<double> per_it(g.sent.size());
   for (size_t q = 0; q < g.sent.size(); ++q) per_it[q] = g.sent[q] / double(iters);
   io::write(f, "/communication/bytes_per_iteration", per_it.data(), {ranks}, "B",

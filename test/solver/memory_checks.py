@@ -25,10 +25,11 @@ def run_problems(path, slack=0.10, patched=False):
         x = f["/reconstruction"][()]
         # CUDA: what the allocator held, free pieces included (0 on the CPU; absent before 2026-12-06)
         reserved = f["/memory/reserved_peak_bytes"][()].astype(float) if "/memory/reserved_peak_bytes" in f else None
+        held = int(f["/memory"].attrs.get("held", -1))  # -1: written before 2026-12-06
     mib = 2.0 ** 20
     summary = (f"peak {np.round(peak / mib, 1)} MiB, estimate {np.round(est / mib, 1)} MiB, ratio "
                f"{np.round(peak / est, 3)}, limit {limit / 1e9:g} GB, {patches} patches of {shape.tolist()}, "
-               f"redundancy {np.round(red, 3)}, PSNR {psnr[-1]:.2f} dB")
+               f"redundancy {np.round(red, 3)}, held {held}, PSNR {psnr[-1]:.2f} dB")
     problems = []
     if np.any(peak <= 0):
         problems.append(f"no allocations measured ({peak})")
