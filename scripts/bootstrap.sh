@@ -21,6 +21,10 @@ APT_PACKAGES=(build-essential cmake git pkg-config python3 python3-pip
               libboost-program-options-dev doctest-dev shellcheck)
 TORCH_PIN="torch==2.11.0"
 PIP_PACKAGES=(h5py numpy pytest matplotlib pyyaml scikit-image lizard)
+# The C++ headers of the cuDNN graph API and of CUTLASS, for a CUDA build (the cuDNN frontend's conv
+# epilogues, pnp's Hopper kernels; ctest's cuda_sm80_build): header-only, installed without their
+# Python dependencies. As the module each installs.
+HEADER_PACKAGES=("nvidia-cudnn-frontend==1.32.0:cudnn" "nvidia-cutlass==4.2.0.0:cutlass_library")
 # deepinv needs torchvision; this one is the build for torch 2.11.0 (pip keeps the torch pin)
 [ $with_deepinv = 1 ] && PIP_PACKAGES+=("deepinv==0.5.0" "torchvision==0.26.0")
 
@@ -45,11 +49,21 @@ for p in "${PIP_PACKAGES[@]}" ${PNP_PIP_EXTRA:-}; do
   mod=${p%%==*}; [ "$p" = pyyaml ] && mod=yaml; [ "$p" = scikit-image ] && mod=skimage
   $PY -c "import ${mod}" 2>/dev/null || pip_missing+=("$p")
 done
+headers_missing=()
+for p in "${HEADER_PACKAGES[@]}"; do
+  $PY -c "import ${p##*:}" 2>/dev/null || headers_missing+=("${p%%:*}")
+done
+# Debian's system python refuses pip installs without this flag (PEP 668).
+flag=""
+if [ ${#pip_missing[@]} -gt 0 ] || [ ${#headers_missing[@]} -gt 0 ]; then
+  $PY -m pip install --help 2>/dev/null | grep -q -- --break-system-packages && flag="--break-system-packages"
+fi
 if [ ${#pip_missing[@]} -gt 0 ]; then
   echo "bootstrap: pip install ${pip_missing[*]}"
-  # Debian's system python refuses pip installs without this flag (PEP 668).
-  flag=""
-  $PY -m pip install --help 2>/dev/null | grep -q -- --break-system-packages && flag="--break-system-packages"
   $PY -m pip install -q $flag "${pip_missing[@]}"
+fi
+if [ ${#headers_missing[@]} -gt 0 ]; then
+  echo "bootstrap: pip install --no-deps ${headers_missing[*]}"
+  $PY -m pip install -q --no-deps $flag "${headers_missing[@]}"
 fi
 echo "bootstrap: all dependencies present"

@@ -79,6 +79,12 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   if (cfg.denoiser.memory_limit_gb > 0)
     os << "memory limit " << cfg.denoiser.memory_limit_gb << " GB per rank (denoiser.memory_limit_gb)\n";
   for (size_t r = 0; r < plans.size(); ++r) os << "memory       rank " << r << ": " << plans[r].describe() << "\n";
+  if (cudnn_workspaces_unbounded(cfg, dev.is_cuda()))
+    os << "             " << (holds_to_plan(cfg, true) ? "held to it until the first iteration has run, so that cuDNN's "
+                                                        "float32 convolutions choose within it (denoiser.memory_hold)"
+                                                      : "cuDNN's float32 convolutions unbounded by it "
+                                                        "(denoiser.memory_hold = false)")
+       << "\n";
   os << "denoiser work (halo_mode " << to_string(cfg.distributed.halo_mode)
      << (d.z.volume() ? ", per iteration over the rank's slab)\n" : ", per call)\n");
   for (size_t r = 0; r < plan.work.size(); ++r) {
