@@ -18,7 +18,7 @@
 #   test_hopper LOG                     test_native's case of pnp's Hopper kernels against float64 (outputs
 #                                       poisoned with NaN), its log to $OUT/LOG, its failures, totals and
 #                                       the float32 rows-kernel lines with a residual printed
-#   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick, --path P;
+#   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick, --path P, --only S;
 #                                       PNP_GPU_CHECK_TIMEOUT caps it, default 360 s),
 #                                       its log to $OUT/LOG, its failures and closing line printed
 #   peer_env                            the carried wheels (.whl) installed for deepinv's torch.compile
