@@ -84,6 +84,12 @@ void report_out_of_memory(const std::exception& e, c10::Device device, int rank)
     std::fprintf(stderr, "rank %d: device memory %s: %s\n", rank,
                  at_failure.empty() ? "after the failure (what the failed step held is freed)" : "as the allocator ran out",
                  mem.c_str());
+  if (memory_hold_active())
+    std::fprintf(stderr,
+                 "rank %d: the allocator was held to the memory plan's estimate (float32 without TF32, until the first "
+                 "iteration has run): denoiser.memory_hold = false lets cuDNN choose unbounded, compile.tf32 = true "
+                 "uses tensor-core engines; please report this case\n",
+                 rank);
 }
 
 // Whether cuDNN's strict-float32 convolutions choose within the memory plan (holds_to_plan).

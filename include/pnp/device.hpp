@@ -49,6 +49,9 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place = false
 // held). `estimate` and `budget` in bytes (budget <= 0: none).
 void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place);
 void release_memory_hold(c10::Device d, double budget);
+// Whether a hold_memory_to_plan is in force (not yet released): an out-of-memory error then came
+// under the plan's estimate rather than the device's memory or the budget.
+bool memory_hold_active();
 // One line on the CUDA caching allocator of device d now: per pool (the general one, each CUDA
 // graph's) its reserved and allocated bytes, its live blocks and its largest free one; the largest
 // live blocks; with record_memory_stages, the live bytes per MemoryStage. "" elsewhere. For an

@@ -112,6 +112,8 @@ void release_memory_hold(c10::Device d, double budget) {
   (void)d, (void)budget;
 }
 
+bool memory_hold_active() { return g_held; }
+
 AllocatorActivity device_allocator_stats(c10::Device d) {
   AllocatorActivity a;
 #ifdef PNP_HAVE_CUDA
