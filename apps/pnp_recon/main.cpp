@@ -92,15 +92,6 @@ void report_out_of_memory(const std::exception& e, c10::Device device, int rank)
                  rank);
 }
 
-// Whether cuDNN's strict-float32 convolutions choose within the memory plan (holds_to_plan).
-void announce_hold(const Config& cfg, at::Device device) {
-  if (!cudnn_workspaces_unbounded(cfg, device.is_cuda())) return;
-  std::printf(holds_to_plan(cfg, true)
-                  ? "(float32 without TF32: cuDNN's convolutions choose within the memory plan until the first "
-                    "iteration has run, denoiser.memory_hold)\n"
-                  : "(denoiser.memory_hold = false: cuDNN's float32 convolutions choose their workspaces unbounded, "
-                    "and the memory plan does not bound the peak)\n");
-}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -204,7 +195,7 @@ int main(int argc, char** argv) {
     if (warmup.device() >= 0)
       std::printf("(the CUDA context of cuda:%d and cuDNN were made while MPI started: %.3f s)\n", warmup.device(),
                   warmup.seconds());
-    announce_hold(cfg, run->device());
+    if (const std::string note = recon::hold_note(cfg, run->device()); !note.empty()) std::printf("(%s)\n", note.c_str());
     std::fflush(stdout);
   }
 

@@ -35,6 +35,14 @@ std::string setup_description(const std::string& part) {
 }
 }  // namespace
 
+std::string hold_note(const Config& cfg, at::Device dev) {
+  if (!cudnn_workspaces_unbounded(cfg, dev.is_cuda())) return "";
+  return holds_to_plan(cfg, true) ? "float32 without TF32: cuDNN's convolutions choose within the memory plan until the "
+                                    "first iteration has run (denoiser.memory_hold)"
+                                  : "denoiser.memory_hold = false: cuDNN's float32 convolutions choose their workspaces "
+                                    "unbounded, and the memory plan does not bound the peak";
+}
+
 std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind) {
   const Config& cfg = plan.cfg;
   const Decomposition& d = plan.exec.decomp;
@@ -79,12 +87,7 @@ std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::stri
   if (cfg.denoiser.memory_limit_gb > 0)
     os << "memory limit " << cfg.denoiser.memory_limit_gb << " GB per rank (denoiser.memory_limit_gb)\n";
   for (size_t r = 0; r < plans.size(); ++r) os << "memory       rank " << r << ": " << plans[r].describe() << "\n";
-  if (cudnn_workspaces_unbounded(cfg, dev.is_cuda()))
-    os << "             " << (holds_to_plan(cfg, true) ? "held to it until the first iteration has run, so that cuDNN's "
-                                                        "float32 convolutions choose within it (denoiser.memory_hold)"
-                                                      : "cuDNN's float32 convolutions unbounded by it "
-                                                        "(denoiser.memory_hold = false)")
-       << "\n";
+  if (const std::string note = hold_note(cfg, dev); !note.empty()) os << "             " << note << "\n";
   os << "denoiser work (halo_mode " << to_string(cfg.distributed.halo_mode)
      << (d.z.volume() ? ", per iteration over the rank's slab)\n" : ", per call)\n");
   for (size_t r = 0; r < plan.work.size(); ++r) {

@@ -11,6 +11,10 @@ namespace pnp::recon {
 // and every rank's memory estimate.
 std::string plan_text(const ReconstructionPlan& plan, int ranks, const std::string& comm_kind);
 
+// Whether cuDNN's strict-float32 convolutions choose within the memory plan (holds_to_plan), in
+// words; empty where their workspaces are bounded anyway (cudnn_workspaces_unbounded).
+std::string hold_note(const Config& cfg, at::Device dev);
+
 // Rank 0: writes cfg.output.file (temporary file, renamed on success); of `prob`, the angles'
 // source (root attribute `angles`) and, for a volume of raw counts, what normalising it clipped
 // (root attributes `clipped_transmissions` and `dead_bins`).
