@@ -21,6 +21,10 @@
 #   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick, --path P, --only S;
 #                                       PNP_GPU_CHECK_TIMEOUT caps it, default 360 s),
 #                                       its log to $OUT/LOG, its failures and closing line printed
+#   fp8_convs NAME [SIZE]               issue 48's FP8 convolutions as cuDNN graphs: test_native's FP8 case against
+#                                       float64 (its log to $OUT/NAME_test.log, each layer's error printed), then
+#                                       fp8_conv_time (DRUNet SIZE²'s 3x3 layers, default 4096, bf16 against FP8)
+#                                       into $OUT/NAME.csv
 #   peer_env                            the carried wheels (.whl) installed for deepinv's torch.compile
 #                                       arm and the venv's Python named for pnp_bench
 #   sweep NAME ARCHS CH SHAPE BACKENDS [DTYPE]
@@ -139,6 +143,15 @@ clocks_stop() {
   wait "$pnp_clocks_pid" 2>/dev/null
   stamp "clocks: $(wc -l <"$pnp_clocks_csv") samples in $pnp_clocks_csv"
   python3 scripts/gpu_clocks.py "$pnp_clocks_csv" "$@"
+}
+
+fp8_convs() {
+  local name=$1 size=${2:-4096}
+  stamp "fp8_convs $size"
+  timeout 120 "$PNP_CALL_BIN/test_native" -tc="*FP8*" -s >"$OUT/${name}_test.log" 2>&1
+  echo "test_native FP8 case rc=$?"
+  grep -E "rel. L2|ERROR|FAILED|test cases|no FP8" "$OUT/${name}_test.log" | cut -c1-220 | head -24
+  timeout 240 "$PNP_CALL_BIN/fp8_conv_time" --size "$size" --out "$OUT/$name.csv" 2>&1 | tail -22
 }
 
 # memory_matrix NAME SIZES BUDGETS PRECISIONS MODES [SET ...]

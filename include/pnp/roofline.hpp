@@ -29,6 +29,7 @@ struct GpuPeak {
   double fp32_tflops;   // non-tensor FP32 peak, TFLOP/s
   double bf16_tflops;   // dense BF16 tensor-core peak, TFLOP/s
   double hbm_tbps;      // HBM bandwidth, TB/s
+  double fp8_tflops = 0;  // dense FP8 (e4m3) tensor-core peak, TFLOP/s (0: the GPU has none)
   double ridge() const { return tf32_tflops / hbm_tbps; }  // FLOP/byte where the roofs meet
 };
 const std::vector<GpuPeak>& peak_table();

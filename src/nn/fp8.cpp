@@ -26,15 +26,36 @@ at::Tensor e4m3_round(const at::Tensor& x) {
   return x.clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn).to(x.scalar_type());
 }
 
+double e4m3_activation_scale(const at::Tensor& x) {
+  const double amax = x.abs().max().item<double>();
+  return amax > 0 && std::isfinite(amax) ? amax / kE4m3Max : 1.0;
+}
+
+at::Tensor e4m3_quantize(const at::Tensor& x, double scale) {
+  return (x / scale).clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn);
+}
+
 at::Tensor e4m3_fake_quant(const at::Tensor& x, double scale) { return e4m3_round(x / scale) * scale; }
 
-at::Tensor quantize_weight_per_channel(const at::Tensor& w, bool transposed) {
+namespace {
+// The weight's output-channel axis and the per-channel scale, broadcastable against w.
+at::Tensor channel_scale(const at::Tensor& w, bool transposed) {
   const int64_t out_dim = transposed ? 1 : 0;
   std::vector<int64_t> reduce;
   for (int64_t d = 0; d < w.dim(); ++d)
     if (d != out_dim) reduce.push_back(d);
   at::Tensor amax = w.abs().amax(reduce, /*keepdim=*/true);
-  at::Tensor scale = at::where(amax > 0, amax / kE4m3Max, at::ones_like(amax));
+  return at::where(amax > 0, amax / kE4m3Max, at::ones_like(amax));
+}
+}  // namespace
+
+E4m3Weight quantize_weight_e4m3(const at::Tensor& w, bool transposed) {
+  const at::Tensor scale = channel_scale(w, transposed);
+  return {(w / scale).clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn), scale.flatten()};
+}
+
+at::Tensor quantize_weight_per_channel(const at::Tensor& w, bool transposed) {
+  const at::Tensor scale = channel_scale(w, transposed);
   return e4m3_round(w / scale) * scale;
 }
 
@@ -70,10 +91,7 @@ std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weigh
     {
       std::lock_guard<std::mutex> lock(cal->mu);
       auto it = cal->scale.find(n.id);
-      if (it == cal->scale.end()) {
-        const double amax = x.abs().max().item<double>();
-        it = cal->scale.emplace(n.id, amax > 0 && std::isfinite(amax) ? amax / kE4m3Max : 1.0).first;
-      }
+      if (it == cal->scale.end()) it = cal->scale.emplace(n.id, e4m3_activation_scale(x)).first;
       s = it->second;
     }
     return e4m3_fake_quant(x, s);

@@ -27,8 +27,8 @@ const std::vector<GpuPeak>& peak_table() {
   // NVIDIA data sheets, SXM parts, dense (no sparsity). TF32 and HBM are the study's values.
   static const std::vector<GpuPeak> t = {
       {"A100", 156.0, 19.5, 312.0, 2.039},
-      {"H100", 494.0, 67.0, 989.0, 3.35},
-      {"H200", 494.0, 67.0, 989.0, 4.8},
+      {"H100", 494.0, 67.0, 989.0, 3.35, 1979.0},
+      {"H200", 494.0, 67.0, 989.0, 4.8, 1979.0},
   };
   return t;
 }

@@ -76,6 +76,38 @@ TEST_CASE("e4m3: weights per output channel, conv and transposed") {
   }
 }
 
+TEST_CASE("e4m3: what an FP8 kernel reads (quantised values and scales) is what the emulation computes with") {
+  // an activation: one scale (amax / 448), its e4m3 values those of the float64 reference
+  at::Tensor x = at::randn({2, 3, 7, 5}, at::kDouble) * 3.0;
+  x[1][2][3][4] = -11.5;
+  const double s = e4m3_activation_scale(x);
+  CHECK(s == doctest::Approx(x.abs().max().item<double>() / kE4m3Max).epsilon(1e-15));
+  const at::Tensor q = e4m3_quantize(x, s);
+  CHECK((q.scalar_type() == at::kFloat8_e4m3fn));
+  CHECK(q.to(at::kDouble).abs().max().item<double>() == kE4m3Max);  // the amax maps to 448 exactly
+  const at::Tensor flat = x.flatten(), qf = q.to(at::kDouble).flatten();
+  int bad = 0;
+  for (int64_t i = 0; i < flat.numel(); ++i) bad += qf[i].item<double>() != e4m3_reference(flat[i].item<double>() / s);
+  CHECK(bad == 0);
+  CHECK(at::equal(q.to(at::kDouble) * s, e4m3_fake_quant(x, s)));
+  CHECK(e4m3_activation_scale(at::zeros({4})) == 1.0);  // no range to calibrate: no scaling
+  // a weight: e4m3 values and a scale per output channel whose product is the emulation's weight
+  for (bool transposed : {false, true}) {
+    CAPTURE(transposed);
+    at::Tensor w = at::randn({4, 6, 3, 3}, at::kFloat);
+    w.select(transposed ? 1 : 0, 2).zero_();  // an all-zero channel keeps scale 1
+    const E4m3Weight wq = quantize_weight_e4m3(w, transposed);
+    const int64_t k = transposed ? 6 : 4;
+    CHECK((wq.q.scalar_type() == at::kFloat8_e4m3fn));
+    CHECK(wq.scale.dim() == 1);
+    CHECK(wq.scale.numel() == k);
+    CHECK(wq.scale[2].item<float>() == 1.0f);
+    std::vector<int64_t> view(4, 1);
+    view[transposed ? 1 : 0] = k;
+    CHECK(at::equal(wq.q.to(at::kFloat) * wq.scale.view(view), quantize_weight_per_channel(w, transposed)));
+  }
+}
+
 TEST_CASE("fp8-emulated executor: kept layers, calibration, error against float32") {
   const Graph g = make("dncnn", 2, 1, 1, {16}, 3);
   const Weights w = init_weights(g, 5);

@@ -26,7 +26,10 @@
 #include "native/capture.hpp"
 #include "native/transposed_gemm.hpp"
 #ifdef PNP_HAVE_CUDNN_FE
+#include <ATen/cuda/CUDAContext.h>
+
 #include "native/cudnn_epilogue.hpp"
+#include "pnp/nn/fp8.hpp"
 #endif
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -1149,6 +1152,79 @@ TEST_CASE("native: pnp's kernel keeps a layout unless cuDNN's is faster by more 
   CHECK_FALSE(native::pnp_kernel_wins(6.283, 5.872));
   CHECK(native::pnp_kernel_wins(6.283, 5.872, native::kRowsKernelMargin));
   CHECK_FALSE(native::pnp_kernel_wins(6.0 * (1 + native::kRowsKernelMargin) + 1e-9, 6.0, native::kRowsKernelMargin));
+}
+
+TEST_CASE("native: a convolution in FP8 as one cuDNN graph (e4m3 input and weights, a descale per output channel), against float64 (CUDA, compute capability 8.9)") {
+  if (!has_cuda()) return;
+  const cudaDeviceProp* prop = at::cuda::getCurrentDeviceProperties();
+  if (prop->major * 10 + prop->minor < 89) {
+    MESSAGE(prop->name << ": no FP8 tensor cores (compute capability below 8.9), the FP8 cases skipped");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  struct K {
+    int64_t ci, co, k, stride, pad, h, w;
+  };
+  // DRUNet's residual layer (64 channels, 3×3), a wider one (128 -> 256), its 2×2 stride-2
+  // downsampling (64 -> 128); two images
+  const std::vector<K> ks{{64, 64, 3, 1, 1, 24, 40}, {128, 256, 3, 1, 1, 12, 20}, {64, 128, 2, 2, 0, 24, 40}};
+  // The bound: every product of two e4m3 values is exact in float32, and their sum is float32's
+  // (Hopper's FP8 tensor cores keep fewer of its bits: up to ~2^-13 relative per partial sum is
+  // reported), so float32 out to 2e-3; bf16 out adds its own rounding (2^-9 relative) to 8e-3.
+  for (const K& k : ks)
+    for (int variant = 0; variant < 3; ++variant)  // 0: the conv alone; 1: + bias, ReLU; 2: + residual + bias
+      for (auto out : {at::kFloat, at::kBFloat16}) {
+        CAPTURE(k.ci);
+        CAPTURE(k.co);
+        CAPTURE(k.k);
+        CAPTURE(variant);
+        CAPTURE(c10::toString(out));
+        const int64_t ho = (k.h + 2 * k.pad - k.k) / k.stride + 1, wo = (k.w + 2 * k.pad - k.k) / k.stride + 1;
+        const uint64_t seed = 480 + 7 * static_cast<uint64_t>(k.co + k.k) + static_cast<uint64_t>(variant);
+        const at::Tensor x64 = test::rnd({2, k.ci, k.h, k.w}, seed) * 2.0;
+        const at::Tensor w64 = test::rnd({k.co, k.ci, k.k, k.k}, seed + 1) / std::sqrt(double(k.ci * k.k * k.k));
+        const at::Tensor z64 = test::rnd({2, k.co, ho, wo}, seed + 2), b64 = test::rnd({k.co}, seed + 3) * 0.1;
+        // the quantised operands, made on the GPU from float32 as the FP8 path makes them
+        const at::Tensor x32 = x64.to(dev, at::kFloat);
+        const double sx = e4m3_activation_scale(x32);
+        const at::Tensor xq = e4m3_quantize(x32, sx).contiguous(cl);
+        const E4m3Weight wq = quantize_weight_e4m3(w64.to(dev, at::kFloat), /*transposed=*/false);
+        // float64 on exactly those values
+        at::Tensor ref = at::conv2d(xq.to(at::kCPU, at::kDouble) * sx,
+                                    wq.q.to(at::kCPU, at::kDouble) * wq.scale.to(at::kCPU, at::kDouble).view({k.co, 1, 1, 1}),
+                                    {}, k.stride, k.pad);
+        if (variant == 2) ref = ref + z64;
+        if (variant >= 1) ref = ref + b64.view({1, k.co, 1, 1});
+        if (variant == 1) ref = ref.relu();
+        auto on = [&](const at::Tensor& t) { return t.to(dev, out).contiguous(t.dim() == 4 ? cl : at::MemoryFormat::Contiguous); };
+        native::EpilogueSpec s;
+        s.x = xq, s.w = wq.q.contiguous(cl), s.descale = (wq.scale * sx).to(at::kFloat).contiguous();
+        if (variant == 2) s.z = on(z64);
+        if (variant >= 1) s.b = on(b64);
+        s.relu = variant == 1;
+        s.y = at::full({2, k.co, ho, wo}, std::numeric_limits<double>::quiet_NaN(), at::TensorOptions().dtype(out).device(dev))
+                  .contiguous(cl);  // poisoned
+        s.stride = {k.stride, k.stride}, s.padding = {k.pad, k.pad};
+        s.candidates = 3, s.precompiled = 2;
+        const auto conv = native::make_epilogue_conv(s);
+        at::Tensor ws = at::empty({std::max<int64_t>(1, conv->workspace_bytes())}, s.y.options().dtype(at::kByte));
+        at::Tensor y = at::full_like(s.y, std::numeric_limits<double>::quiet_NaN());
+        conv->run(s.x, s.w, s.z, s.b.defined() ? &s.b : nullptr, y, ws.data_ptr(), &s.descale);
+        CHECK(y.isfinite().all().item<bool>());
+        CHECK(y.abs().max().item<double>() > 0.1);
+        const double err = rel_err(y, ref);
+        MESSAGE("FP8 " << k.ci << "->" << k.co << " " << k.k << "x" << k.k << " variant " << variant << ", "
+                       << c10::toString(out) << " out: " << conv->engine() << ", rel. L2 to float64 " << err);
+        CHECK(err < (out == at::kFloat ? 2e-3 : 8e-3));
+        // the same graph without its descale, or with a bf16 input: refused, not run wrongly
+        if (variant == 0 && out == at::kFloat) {
+          CHECK_THROWS_AS(conv->run(s.x, s.w, s.z, nullptr, y, ws.data_ptr()), Error);
+          native::EpilogueSpec bad = s;
+          bad.x = x32.to(at::kBFloat16).contiguous(cl);
+          CHECK_THROWS_WITH_AS(native::make_epilogue_conv(bad), doctest::Contains("float8_e4m3fn"), Error);
+        }
+      }
 }
 #endif
 

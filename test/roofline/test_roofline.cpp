@@ -94,6 +94,10 @@ TEST_CASE("peak table and ridge points") {
   CHECK(peak_for("NVIDIA A100-SXM4-80GB").ridge() == doctest::Approx(76.5).epsilon(1e-3));
   CHECK(peak_for("nvidia h200").ridge() == doctest::Approx(102.9).epsilon(1e-3));
   CHECK_THROWS_WITH_AS(peak_for("V100"), doctest::Contains("known: A100, H100, H200"), InputError);
+  // FP8 (e4m3): twice BF16's rate on Hopper, dense; the A100 has no FP8 tensor cores
+  CHECK(peak_for("H100").fp8_tflops == 1979.0);  // the data sheet: 3958 with sparsity
+  CHECK(peak_for("H200").fp8_tflops == peak_for("H100").fp8_tflops);
+  CHECK(peak_for("A100").fp8_tflops == 0);
   const auto& h = peak_for("H200");
   CHECK(attainable_tflops(h, 10.0) == doctest::Approx(48.0));
   CHECK(attainable_tflops(h, 1000.0) == doctest::Approx(494.0));

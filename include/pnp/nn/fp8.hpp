@@ -29,9 +29,20 @@ double e4m3_reference(double v);
 // The same for a tensor, through ATen's float8_e4m3fn (values clamped to +-448 first): float32
 // or float64 in, the same dtype out.
 at::Tensor e4m3_round(const at::Tensor& x);
+// An activation's scale, one per tensor: amax / 448 (1 where x is all zeros or not finite).
+double e4m3_activation_scale(const at::Tensor& x);
+// x / scale in e4m3, as float8_e4m3fn (what an FP8 kernel reads).
+at::Tensor e4m3_quantize(const at::Tensor& x, double scale);
 // x quantised with `scale` (x / scale rounded to e4m3, times scale).
 at::Tensor e4m3_fake_quant(const at::Tensor& x, double scale);
-// A convolution's weight quantised per output channel (dim 0 for conv, dim 1 for conv_transpose).
+// A convolution's weight in e4m3 with one scale per output channel (dim 0 for conv, dim 1 for
+// conv_transpose): w ~ q * scale, q float8_e4m3fn in w's layout, scale [K] in w's dtype
+// (amax / 448 of the channel, 1 for an all-zero one).
+struct E4m3Weight {
+  at::Tensor q, scale;
+};
+E4m3Weight quantize_weight_e4m3(const at::Tensor& w, bool transposed);
+// The same weight back in w's dtype (q * scale): what the emulation computes with.
 at::Tensor quantize_weight_per_channel(const at::Tensor& w, bool transposed);
 
 // Which convolutions stay in float32: "none" (every one in FP8), "head" (the first), "tail" (the

@@ -28,6 +28,7 @@ fe::DataType_t fe_type(at::ScalarType t) {
     case at::kFloat: return fe::DataType_t::FLOAT;
     case at::kBFloat16: return fe::DataType_t::BFLOAT16;
     case at::kHalf: return fe::DataType_t::HALF;
+    case at::kFloat8_e4m3fn: return fe::DataType_t::FP8_E4M3;
     default: throw Error(std::string("cuDNN epilogue: unsupported dtype ") + c10::toString(t));
   }
 }
@@ -44,17 +45,17 @@ cudnnHandle_t handle_on_current_stream() {
 }
 
 // Fixed tensor uids: a plan serialised in one process is executed with these in another.
-enum Uid : int64_t { kX = 1, kW, kZ, kB, kY };
+enum Uid : int64_t { kX = 1, kW, kZ, kB, kY, kDescale };
 
 class Impl final : public EpilogueConv {
  public:
   struct Probe {};  // the graph and cuDNN's heuristic order only, no plan built (candidate_indices)
 
-  Impl(const EpilogueSpec& s, Probe) : has_bias_(s.b.defined()), has_z_(s.z.defined()) {
+  Impl(const EpilogueSpec& s, Probe) : has_bias_(s.b.defined()), has_z_(s.z.defined()), fp8_(s.descale.defined()) {
     define(s, handle_on_current_stream());
   }
 
-  explicit Impl(const EpilogueSpec& s) : has_bias_(s.b.defined()), has_z_(s.z.defined()) {
+  explicit Impl(const EpilogueSpec& s) : has_bias_(s.b.defined()), has_z_(s.z.defined()), fp8_(s.descale.defined()) {
     if (s.plan) {  // a serialised plan: no graph to build, no plans to time
       cudnnHandle_t h = handle_on_current_stream();
       check(g_.deserialize(h, *s.plan), "deserialize (plan cache)");
@@ -108,7 +109,7 @@ class Impl final : public EpilogueConv {
         most = std::max(most, bytes);
       }
       at::Tensor ws = at::empty({std::max<int64_t>(most, 1)}, s.x.options().dtype(at::kByte));
-      auto pack = variant_pack(s.x, s.w, s.z, has_bias_ ? &s.b : nullptr, s.y);
+      auto pack = variant_pack(s.x, s.w, s.z, has_bias_ ? &s.b : nullptr, s.y, fp8_ ? &s.descale : nullptr);
       double best = std::numeric_limits<double>::infinity();
       for (int64_t b : built) {
         const double ms = time_on_stream_ms([&] { check(g_.execute_plan_at_index(h, pack, ws.data_ptr(), b), "execute"); });
@@ -150,7 +151,11 @@ class Impl final : public EpilogueConv {
   // The graph of the spec, its heuristic order (cuDNN's plans) and their support checked;
   // returns how many plans the order holds.
   int64_t define(const EpilogueSpec& s, cudnnHandle_t h) {
-    const fe::DataType_t io = fe_type(s.x.scalar_type());
+    // (FP8: the inputs carry their own type, and the rest is y's)
+    const fe::DataType_t io = fe_type(fp8_ ? s.y.scalar_type() : s.x.scalar_type());
+    if (fp8_ && (s.x.scalar_type() != at::kFloat8_e4m3fn || s.w.scalar_type() != at::kFloat8_e4m3fn ||
+                 s.descale.scalar_type() != at::kFloat || s.descale.numel() != s.w.size(0)))
+      throw Error("cuDNN graph (conv + epilogue): FP8 wants x and w in float8_e4m3fn and a float32 descale per output channel");
     g_.set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
     auto tensor = [&](const char* name, int64_t uid, const at::Tensor& t) {
       return g_.tensor(fe::graph::Tensor_attributes()
@@ -169,31 +174,33 @@ class Impl final : public EpilogueConv {
                                       .set_stride(s.stride)
                                       .set_dilation(dilation)
                                       .set_compute_data_type(fe::DataType_t::FLOAT));
-    auto add = [&] {
-      return fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD).set_compute_data_type(fe::DataType_t::FLOAT);
+    auto pointwise = [&](fe::PointwiseMode_t mode) {
+      return fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(fe::DataType_t::FLOAT);
     };
-    if (has_z_) cur = g_.pointwise(cur, tensor("z", kZ, s.z), add().set_name("residual"));
-    if (has_bias_) {  // [K] as [1, K, 1, ...] broadcast over the image
-      const int64_t k = s.b.numel();
+    // a [K] tensor as [1, K, 1, ...], broadcast over the image
+    auto per_channel = [&](const char* name, int64_t uid, const at::Tensor& t) {
+      const int64_t k = t.numel();
       std::vector<int64_t> dim(static_cast<size_t>(s.x.dim()), 1), stride(static_cast<size_t>(s.x.dim()), k);
       dim[1] = k;
       stride[1] = 1;
-      const TensorPtr B = g_.tensor(fe::graph::Tensor_attributes().set_name("b").set_uid(kB).set_dim(dim).set_stride(stride).set_data_type(
-          fe_type(s.b.scalar_type())));
-      cur = g_.pointwise(cur, B, add().set_name("bias"));
-    }
+      return g_.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dim).set_stride(stride).set_data_type(
+          fe_type(t.scalar_type())));
+    };
+    if (fp8_) cur = g_.pointwise(cur, per_channel("descale", kDescale, s.descale), pointwise(fe::PointwiseMode_t::MUL).set_name("descale"));
+    if (has_z_) cur = g_.pointwise(cur, tensor("z", kZ, s.z), pointwise(fe::PointwiseMode_t::ADD).set_name("residual"));
+    if (has_bias_) cur = g_.pointwise(cur, per_channel("b", kB, s.b), pointwise(fe::PointwiseMode_t::ADD).set_name("bias"));
     if (s.relu)
       cur = g_.pointwise(cur, fe::graph::Pointwise_attributes()
                                   .set_name("relu")
                                   .set_mode(fe::PointwiseMode_t::RELU_FWD)
                                   .set_compute_data_type(fe::DataType_t::FLOAT));
-    cur->set_output(true).set_uid(kY).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(io);
+    cur->set_output(true).set_uid(kY).set_dim(s.y.sizes().vec()).set_stride(s.y.strides().vec()).set_data_type(fe_type(s.y.scalar_type()));
 
     check(g_.validate(), "validate");
     check(g_.build_operation_graph(h), "build_operation_graph");
     check(g_.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans");
     // compile.tf32 = false: no engine that rounds float32 inputs (TF32 tensor cores)
-    if (io == fe::DataType_t::FLOAT && !s.tf32)
+    if (!fp8_ && io == fe::DataType_t::FLOAT && !s.tf32)
       g_.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
     check(g_.check_support(h), "check_support");
     return g_.get_execution_plan_count();
@@ -205,11 +212,11 @@ class Impl final : public EpilogueConv {
   int64_t index() const override { return deserialized_ ? -1 : index_; }
 
   void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
-           void* workspace) override {
+           void* workspace, const at::Tensor* descale) override {
     // (a deserialised graph does not say what it has: cuDNN rejects a pack without its tensors)
-    if (!deserialized_ && (has_bias_ != (b != nullptr) || has_z_ != z.defined()))
-      throw Error("cuDNN graph (conv + epilogue): bias or residual given where the graph has none, or not given");
-    auto pack = variant_pack(x, w, z, b, y);
+    if (!deserialized_ && (has_bias_ != (b != nullptr) || has_z_ != z.defined() || fp8_ != (descale != nullptr)))
+      throw Error("cuDNN graph (conv + epilogue): bias, residual or FP8 descale given where the graph has none, or not given");
+    auto pack = variant_pack(x, w, z, b, y, descale);
     if (deserialized_)
       check(g_.execute(handle_on_current_stream(), pack, workspace), "execute");
     else
@@ -224,15 +231,16 @@ class Impl final : public EpilogueConv {
 
  private:
   std::unordered_map<int64_t, void*> variant_pack(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z,
-                                                  const at::Tensor* b, const at::Tensor& y) const {
+                                                  const at::Tensor* b, const at::Tensor& y, const at::Tensor* descale) const {
     std::unordered_map<int64_t, void*> p{{kX, x.data_ptr()}, {kW, w.data_ptr()}, {kY, y.data_ptr()}};
     if (z.defined()) p.emplace(kZ, z.data_ptr());
     if (b) p.emplace(kB, b->data_ptr());
+    if (descale) p.emplace(kDescale, descale->data_ptr());
     return p;
   }
 
   fe::graph::Graph g_;  // its tensors carry the fixed uids (Uid), which the variant pack uses
-  bool has_bias_ = false, has_z_ = false, deserialized_ = false;
+  bool has_bias_ = false, has_z_ = false, fp8_ = false, deserialized_ = false;
   int64_t index_ = 0;  // the plan run (built here; a deserialised graph runs its one plan)
   int64_t workspace_ = 0;
   std::string engine_;
@@ -255,7 +263,7 @@ std::unique_ptr<EpilogueConv> make_epilogue_conv(const EpilogueSpec& spec) { ret
 std::future<std::vector<EpilogueCandidate>> build_epilogue_candidates(const EpilogueSpec& spec, int device) {
   EpilogueSpec meta = spec;  // the layout only: the caller's tensors stay the caller's
   meta.x = meta_like(spec.x), meta.w = meta_like(spec.w), meta.z = meta_like(spec.z), meta.b = meta_like(spec.b),
-  meta.y = meta_like(spec.y);
+  meta.y = meta_like(spec.y), meta.descale = meta_like(spec.descale);
   meta.plan = nullptr, meta.engine.clear();
   if (device < 0) device = at::cuda::current_device();
   // one candidate's build, in a slot

@@ -22,8 +22,13 @@ namespace pnp::nn::native {
 // strides and dtype are the ones the graph is built for; the pointers are taken again at each
 // run. (NativeOptions::cudnn_graph_convs runs every convolution this way where timed faster, so
 // the graph may have no residual: conv + bias + ReLU, or the convolution alone.)
+// FP8: x and w in float8_e4m3fn (channels-last, channels a multiple of 16; compute capability 8.9
+// or later) with `descale` defined, a float32 [K]: y = conv(x, w) * descale (+ z) (+ b) (then
+// ReLU), descale[k] = the activation's scale times output channel k's weight scale (pnp/nn/fp8.hpp),
+// the products accumulated in float32 and y in y's own dtype (bfloat16 or float32; z and b in y's).
 struct EpilogueSpec {
   at::Tensor x, w, z, b, y;  // z may be undefined (no residual add), b too (no bias)
+  at::Tensor descale;        // FP8 only (above); undefined otherwise
   std::vector<int64_t> stride, padding;
   bool relu = false;
   bool tf32 = true;    // float32 I/O: tensor-core (TF32) engines allowed
@@ -65,9 +70,9 @@ class EpilogueConv {
   // EpilogueSpec::plan in a later process; empty when cuDNN cannot serialise this plan.
   virtual std::vector<uint8_t> serialize() const = 0;
   // The spec's computation on tensors shaped like the spec's, on the current CUDA stream (z
-  // undefined and b null where the spec has none).
+  // undefined and b null where the spec has none; descale given exactly when the spec is FP8).
   virtual void run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& z, const at::Tensor* b, at::Tensor& y,
-                   void* workspace) = 0;
+                   void* workspace, const at::Tensor* descale = nullptr) = 0;
 };
 
 // Builds the graph and its plan (with candidates > 1, the fastest of that many, timed on the
