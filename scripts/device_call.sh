@@ -148,10 +148,10 @@ clocks_stop() {
 fp8_convs() {
   local name=$1 size=${2:-4096}
   stamp "fp8_convs $size"
-  timeout 120 "$PNP_CALL_BIN/test_native" -tc="*FP8*" -s >"$OUT/${name}_test.log" 2>&1
+  timeout 90 "$PNP_CALL_BIN/test_native" -tc="*FP8*" -s >"$OUT/${name}_test.log" 2>&1
   echo "test_native FP8 case rc=$?"
   grep -E "rel. L2|ERROR|FAILED|test cases|no FP8" "$OUT/${name}_test.log" | cut -c1-220 | head -24
-  timeout 240 "$PNP_CALL_BIN/fp8_conv_time" --size "$size" --out "$OUT/$name.csv" 2>&1 | tail -22
+  timeout 150 "$PNP_CALL_BIN/fp8_conv_time" --size "$size" --out "$OUT/$name.csv" 2>&1 | tail -22
 }
 
 # memory_matrix NAME SIZES BUDGETS PRECISIONS MODES [SET ...]
