@@ -190,9 +190,9 @@ if want volume; then
   recon volume_streamed "${vol[@]}" --set denoiser.memory_limit_gb="${budget:-2}"
   recon volume_resident "${vol[@]}"
   $py test/gpu/check_volume_gpu.py --streamed "${budget:-0}" "$work/volume_streamed.h5" "$work/volume_resident.h5" \
-    >"$work/volume_streamed.log" 2>&1
+    >"$work/volume_streamed_check.log" 2>&1
   rc=$?
-  tee -a "$log" <"$work/volume_streamed.log"
+  tee -a "$log" <"$work/volume_streamed_check.log"
   result "volume streamed: 32 x 1024² under ${budget:-no} GB, equal to the resident run, peak <= budget and estimate" $rc
 fi
 

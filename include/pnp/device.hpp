@@ -47,6 +47,15 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place = false
 // on an H100). The choices stay cached per shape; release_memory_hold puts
 // denoiser.memory_limit_gb (or no bound) back once every shape has run (nothing when nothing is
 // held). `estimate` and `budget` in bytes (budget <= 0: none).
+// The hold is the estimate plus kHoldSlack of it (never past the budget): the estimate bounds what
+// is allocated, the hold what the allocator reserves, and a CUDA graph's private pool keeps
+// reserved blocks that no live tensor holds. Held at the estimate itself, a 32 x 1024² slab
+// streamed under 3 GB (16 slices a group, its denoiser captured) ran out of memory with 2.30 GiB
+// reserved (1.4 GiB of it in the graph's pool, 36 MiB live there) against a 2.26 GiB estimate
+// (H200, 2026-12-06); at 2 GB (2 slices a group) it ran.
+inline constexpr double kHoldSlack = 0.05;
+// The bytes a hold allows the allocator: (1 + kHoldSlack) x estimate, at most the budget (> 0).
+double hold_bytes(double estimate, double budget);
 void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place);
 void release_memory_hold(c10::Device d, double budget);
 // Whether a hold_memory_to_plan is in force (not yet released): an out-of-memory error then came
