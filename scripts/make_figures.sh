@@ -8,7 +8,7 @@
 # - peer_sweep_h200.{png,pdf,csv}: the same over the study's whole sweep (3 networks x 6 shapes,
 #   3 channels, fp32), from docs/results/sweep_h200_*.h5;
 # - scaling_study_4096_h200.{png,pdf,csv}: the scaling model (docs/results/scaling_model_*_h200.h5);
-# - memory_budget_h100.{png,pdf,csv}: the memory matrix's runs, estimate and peak as shares of
+# - memory_budget.{png,pdf,csv}: the memory matrix's runs (H100 and H200), estimate and peak as shares of
 #   their budgets (docs/results/memory_budget.csv);
 # - with --quality, also quality_512_cpu.{png,pdf,csv}, volume_256_cpu.{png,pdf,csv} and
 #   volume_3d_cpu / volume_3d_slicewise_cpu.{png,pdf,csv}
@@ -27,7 +27,7 @@ python3 -m pnp_postprocess peer-speedup "${side[@]}" --out docs/figures --name p
 python3 -m pnp_postprocess peer-speedup docs/results/sweep_h200_*.h5 --out docs/figures --name peer_sweep_h200
 python3 -m pnp_postprocess scaling docs/results/scaling_model_input_h200.h5 \
   docs/results/scaling_model_layer_h200.h5 --out docs/figures --name scaling_study_4096_h200
-python3 -m pnp_postprocess memory-budget docs/results/memory_budget.csv --out docs/figures --name memory_budget_h100
+python3 -m pnp_postprocess memory-budget docs/results/memory_budget.csv --out docs/figures --name memory_budget
 if [ "$quality" = 1 ]; then
   work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
   mkdir -p "$work/results"
