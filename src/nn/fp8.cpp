@@ -22,18 +22,19 @@ double e4m3_reference(double v) {
   return std::copysign(std::min(q, kE4m3Max), v);
 }
 
-at::Tensor e4m3_round(const at::Tensor& x) {
-  return x.clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn).to(x.scalar_type());
-}
+namespace {
+// v in float8_e4m3fn, saturated at +-448 first (as a static FP8 kernel saturates)
+at::Tensor to_e4m3(const at::Tensor& v) { return v.clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn); }
+}  // namespace
+
+at::Tensor e4m3_round(const at::Tensor& x) { return to_e4m3(x).to(x.scalar_type()); }
 
 double e4m3_activation_scale(const at::Tensor& x) {
   const double amax = x.abs().max().item<double>();
   return amax > 0 && std::isfinite(amax) ? amax / kE4m3Max : 1.0;
 }
 
-at::Tensor e4m3_quantize(const at::Tensor& x, double scale) {
-  return (x / scale).clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn);
-}
+at::Tensor e4m3_quantize(const at::Tensor& x, double scale) { return to_e4m3(x / scale); }
 
 at::Tensor e4m3_fake_quant(const at::Tensor& x, double scale) { return e4m3_round(x / scale) * scale; }
 
@@ -51,7 +52,7 @@ at::Tensor channel_scale(const at::Tensor& w, bool transposed) {
 
 E4m3Weight quantize_weight_e4m3(const at::Tensor& w, bool transposed) {
   const at::Tensor scale = channel_scale(w, transposed);
-  return {(w / scale).clamp(-kE4m3Max, kE4m3Max).to(at::kFloat8_e4m3fn), scale.flatten()};
+  return {to_e4m3(w / scale), scale.flatten()};
 }
 
 at::Tensor quantize_weight_per_channel(const at::Tensor& w, bool transposed) {
