@@ -172,10 +172,14 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
     base_.quality = 2 * 4.0 * S * rows * cols;
     if (measured) metrics_strips_ = metrics::strip_workspace_bytes(own.rows(), own.cols(), r);
   }
-  // The stages besides the denoiser's: the projections stage the tile (a transposed, and where
-  // needed an aligned, copy); the set-up (before the loop's buffers) projects the truth in
-  // float64 and runs the power method (three float32 images, two float64 squares).
-  physics_ = 2 * 4.0 * own_px;
+  // The stages besides the denoiser's: the projections stage the tile; the set-up (before the
+  // loop's buffers) projects the truth in float64 and runs the power method (three float32
+  // images, two float64 squares). On a GPU the forward projection stages one slice at a time:
+  // its transpose, and an aligned copy only where a row of the tile is not whole 16-byte pieces
+  // (physics.cpp, forward_into). Counted as two images, 16384² bf16 under 16 GB was estimated
+  // 10.1 % above its peak on an H200 (docs/performance.md). On the CPU, two images as measured.
+  const bool aligned = own.cols() % 4 == 0;  // float32 rows of whole 16-byte pieces
+  physics_ = (cuda_ && aligned ? 1 : 2) * 4.0 * own_px;
   // (A volume's: the slab's truth and data, the float64 projection of one slice at a time.)
   setup_ = 4.0 * S * (own_px + sino) + std::max(8.0 * (2 * own_px + 2 * sino), 4.0 * (5 * own_px + sino) + 16.0 * own_px);
 }

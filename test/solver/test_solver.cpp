@@ -358,6 +358,40 @@ TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GP
   CHECK_THROWS_AS(plan_memory(c, g, tile, ctx), InputError);
 }
 
+TEST_CASE("memory plan: a GPU's projections stage one image of an aligned tile, two of a misaligned one") {
+  // 16384² DRUNet bf16 under 16 GB, the metrics every iteration, in the 28 patches of 4480 x 2728
+  // the plan picked on an H200 (2026-12-06, tag h): it peaked at 12.65 GiB, where the projections
+  // counted as two images made the estimate 13.93 GiB (10.1 % above; docs/performance.md).
+  Config c = gd_config();
+  c.problem.size = 16384;
+  c.problem.angles = 100;
+  c.denoiser.architecture = "drunet";
+  c.denoiser.precision = "bf16";
+  c.compile.mode = CompileMode::pre;
+  c.denoiser.memory_limit_gb = 16;
+  const nn::Graph g = denoiser_graph(c.denoiser);
+  TilePlan tile;
+  tile.own = tile.ext = Box{0, 16384, 0, 16384};
+  MemoryContext ctx;
+  ctx.angles = 100, ctx.detectors = 23171;
+  const MemoryPlan m = estimate_memory(c, g, tile, ctx, 4480, 2728);
+  MESSAGE(m.describe());
+  const double GiB = 1024.0 * 1024.0 * 1024.0, peak = 12.65 * GiB;
+  CHECK(m.total() >= peak);
+  CHECK(m.total() <= 1.1 * peak);
+  // A tile whose rows are not whole 16-byte pieces is copied aligned first: one image more where
+  // the projections' stage is the largest, as it is here with two images.
+  TilePlan odd = tile;
+  odd.own = Box{0, 16384, 0, 16382};  // the same extended tile for the denoiser
+  const MemoryPlan mo = estimate_memory(c, g, odd, ctx, 4480, 2728);
+  const double image = 4.0 * 16384 * 16382;
+  CHECK(m.other == 0);
+  CHECK(mo.other > 0);
+  CHECK(mo.total() - m.total() > 0.5 * image);
+  CHECK(mo.total() - m.total() < image);
+  MESSAGE("the plan under 16 GB: " << plan_memory(c, g, tile, ctx).describe());
+}
+
 TEST_CASE("a 3D network's slab in in-plane patches: /decomposition's redundancy and patch count are the plan's") {
   // The 512 x 512² volume under 40 GB on one GPU (H100, 2026-12-06: 2 patches of 512 x 276, the
   // plan's redundancy 1.078; /decomposition said 1 before the 3D branch counted patches).
