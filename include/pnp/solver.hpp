@@ -52,6 +52,10 @@ struct MemoryPlan;
 // up to 1.2 GiB over the plan at 8192² under 8 GB (pre), a capture of 6 patches out of memory at
 // 16384² under 40 GB (fused), and with the gradient region alone captured (its capture hands the
 // cache back first) 3 of 10 fused runs out of memory against none of the same plans in pre.
+// Nor when a slab is streamed through the GPU: a 32 x 1024² slab under 3 GB, held to its
+// 2.26 GiB estimate, ran out of memory asking 20 MiB of the general pool while the executor's
+// graph pool kept 1.4 GiB reserved with 36 MiB of it live (H200, 2026-12-06; with 5 % more room,
+// 1.47 GiB kept, out of memory again).
 // Uncaptured, the allocator reuses and hands back its blocks between the stages; a patch's
 // hundreds of milliseconds hide the step's launches.
 bool captures_allowed(const MemoryPlan& m);

@@ -17,7 +17,7 @@ bool solver_captures(CompileMode mode, bool cuda_graphs, at::Device device) {
   return device.is_cuda() && cuda_graphs && (mode == CompileMode::post || mode == CompileMode::fused);
 }
 
-bool captures_allowed(const MemoryPlan& m) { return m.patches <= 1; }
+bool captures_allowed(const MemoryPlan& m) { return m.patches <= 1 && m.stream == 0; }
 
 bool cudnn_workspaces_unbounded(const Config& cfg, bool cuda) {
   return cuda && !cfg.compile.tf32 && denoiser_dtype(cfg) == at::kFloat && denoiser_executor(cfg) != DenoiserExecutor::inductor;

@@ -532,6 +532,27 @@ TEST_CASE("captures_allowed: a tile in patches runs without CUDA graphs, a whole
   c.denoiser.memory_limit_gb = 0;
   c.denoiser.patch_size = 1024;
   CHECK_FALSE(captures_allowed(plan_memory(c, g, tile, ctx)));
+  // a slab streamed through the GPU in whole tiles: uncaptured too (the GPU check tier's
+  // 32 x 1024² slab under 3 GB: 16 slices a group)
+  Config v = c;
+  v.denoiser.patch_size = 0;
+  v.problem.size = 1024;
+  v.compile.tf32 = false;
+  v.denoiser.memory_limit_gb = 3;
+  const nn::Graph gv = denoiser_graph(v.denoiser);
+  TilePlan slice;
+  slice.own = slice.ext = Box{0, 1024, 0, 1024};
+  MemoryContext vctx;
+  vctx.cuda = true, vctx.angles = 100, vctx.detectors = 1449, vctx.slices = 32;
+  const MemoryPlan streamed = plan_memory(v, gv, slice, vctx);
+  MESSAGE(streamed.describe());
+  REQUIRE(streamed.stream > 0);
+  CHECK_FALSE(streamed.patched());
+  CHECK_FALSE(captures_allowed(streamed));
+  v.denoiser.memory_limit_gb = 0;  // resident: captured
+  const MemoryPlan resident = plan_memory(v, gv, slice, vctx);
+  CHECK(resident.stream == 0);
+  CHECK(captures_allowed(resident));
 }
 
 TEST_CASE("MemoryStage: the innermost scope names the allocations, and the outer one is back after it") {
