@@ -8,11 +8,16 @@
 //   * fp8: e4m3 input and weights (pnp/nn/fp8.hpp's scales: one per tensor, one per output
 //     channel), float32 accumulation, bf16 out;
 //   * quantise: the pass that turns the bf16 input into e4m3 (pnp/nn/fp8.hpp, ATen's ops), which an
-//     FP8 layer fed by a bf16 one pays on top.
+//     FP8 layer fed by a bf16 one pays on top;
+//   * on a Hopper GPU, pnp's own kernels (native/wgmma_conv.hpp): wgmma_bf16 (the rows kernel where
+//     it applies, else the tile kernel), and at the levels of 128 channels or more the tile kernel
+//     in FP8, bf16 out (wgmma_fp8) and e4m3 out (wgmma_fp8_e4m3: the output quantised in the
+//     epilogue for the next layer, no quantising pass).
 // Each: the fastest of --reps runs (CUDA events), TFLOP/s and its share of the GPU's dense peak,
 // and the FP8 output's relative L2 difference to bf16's (a check that both computed the same
 // convolution, not an accuracy figure: test_native holds that against float64). Then DRUNet's
-// sum over its 3×3 residual layers (8 blocks at levels 0-2, 4 at level 3). Rows to --out.
+// sum over its 3×3 residual layers (8 blocks at levels 0-2, 4 at level 3; the wgmma FP8 sums take
+// level 0 in wgmma bf16, as no e4m3 kernel takes 64 channels yet). Rows to --out.
 //   fp8_conv_time [--size 4096] [--reps 10] [--out fp8_conv_time.csv]
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -24,6 +29,10 @@
 #include <limits>
 
 #include "native/cudnn_epilogue.hpp"
+#ifdef PNP_HAVE_WGMMA_CONV
+#include "native/wgmma_conv.hpp"
+#include "pnp/nn/native.hpp"
+#endif
 #include "pnp/core.hpp"
 #include "pnp/nn/fp8.hpp"
 #include "pnp/roofline.hpp"
@@ -96,7 +105,11 @@ int main(int argc, char** argv) {
         << ", size " << size << ", reps " << reps << "\n";
     csv << "level,channels,side,layer,precision,ms,tflops,share_of_peak,engine,rel_l2_to_bf16\n";
     const auto bf = at::TensorOptions().dtype(at::kBFloat16).device(at::kCUDA);
-    double total_bf16 = 0, total_fp8 = 0, total_quant = 0;
+    double total_bf16 = 0, total_fp8 = 0, total_quant = 0, total_wb = 0, total_wf = 0, total_we = 0;
+    bool hopper = false;
+#ifdef PNP_HAVE_WGMMA_CONV
+    hopper = prop->major == 9 && nn::hopper_kernels_default();
+#endif
     for (int l = 0; l < 4; ++l) {
       const int64_t c = 64 << l, side = size >> l, blocks = l < 3 ? 8 : 4;
       const double flops = 2.0 * c * c * 9 * side * side;
@@ -140,6 +153,43 @@ int main(int argc, char** argv) {
         if (!std::isnan(tf.ms)) std::printf("    fp8 against bf16: relative L2 %.3e\n", diff);
         total_bf16 += blocks * tb.ms;
         total_fp8 += blocks * tf.ms;
+#ifdef PNP_HAVE_WGMMA_CONV
+        if (hopper) {
+          const at::Tensor* zp = residual ? &z : nullptr;
+          at::Tensor yw = at::full_like(x, std::numeric_limits<double>::quiet_NaN());
+          const double wb = native::time_on_stream_ms(
+              [&] { native::wgmma_conv(x, w, &zero_b, zp, !residual, {1, 1}, {}, &yw); }, reps);
+          const double ewb = rel_l2(yw, yb);
+          double wf = std::numeric_limits<double>::quiet_NaN(), we = wf, ewf = wf, ewe = wf;
+          const at::Tensor wqc = wq.q.contiguous(cl);
+          if (native::wgmma_conv_fp8_applies(xq, wqc, {1, 1}, zp)) {
+            at::Tensor yf = at::full_like(x, std::numeric_limits<double>::quiet_NaN());
+            wf = native::time_on_stream_ms(
+                [&] { native::wgmma_conv_fp8(xq, wqc, descale, &zero_b, zp, !residual, {1, 1}, at::kBFloat16, 1.0, &yf); },
+                reps);
+            ewf = rel_l2(yf, yb);
+            const double so = nn::e4m3_activation_scale(yb);
+            at::Tensor ye = at::empty_like(x, x.options().dtype(at::kFloat8_e4m3fn));
+            we = native::time_on_stream_ms(
+                [&] { native::wgmma_conv_fp8(xq, wqc, descale, &zero_b, zp, !residual, {1, 1}, at::kFloat8_e4m3fn, so, &ye); },
+                reps);
+            ewe = rel_l2(ye.to(at::kFloat) * so, yb);
+          }
+          for (const auto& [prec, ms, err, roof] :
+               {std::tuple{"wgmma_bf16", wb, ewb, peak.bf16_tflops}, std::tuple{"wgmma_fp8", wf, ewf, peak.fp8_tflops},
+                std::tuple{"wgmma_fp8_e4m3", we, ewe, peak.fp8_tflops}}) {
+            const double tflops = flops / (ms * 1e-3) / 1e12;
+            csv << l << "," << c << "," << side << "," << layer << "," << prec << "," << ms << "," << tflops << ","
+                << (roof > 0 ? tflops / roof : 0) << "," << (std::isnan(ms) ? "none: C_in below 128" : "pnp") << ","
+                << err << "\n";
+            std::printf("level %d %4lld ch %5lld² %-13s %-15s %8.3f ms %7.1f TFLOP/s, rel. L2 to cuDNN bf16 %.3e\n", l,
+                        static_cast<long long>(c), static_cast<long long>(side), layer, prec, ms, tflops, err);
+          }
+          total_wb += blocks * wb;
+          total_wf += blocks * (std::isnan(wf) ? wb : wf);
+          total_we += blocks * (std::isnan(we) ? wb : we);
+        }
+#endif
       }
       const double q = native::time_on_stream_ms([&] { (void)nn::e4m3_quantize(x, sx); }, reps);
       csv << l << "," << c << "," << side << ",quantise,bf16->fp8," << q << ",0,0,aten,0\n";
@@ -152,6 +202,13 @@ int main(int argc, char** argv) {
     csv << "all,,," << "drunet_3x3_residual_layers,fp8+quantise," << total_fp8 + total_quant << ",,,,\n";
     std::printf("DRUNet %lld², its 3x3 residual layers: bf16 %.2f ms, fp8 %.2f ms, fp8 with each input quantised %.2f ms\n",
                 static_cast<long long>(size), total_bf16, total_fp8, total_fp8 + total_quant);
+    if (hopper) {
+      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_bf16," << total_wb << ",,,,\n";
+      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8 (level 0 wgmma_bf16)," << total_wf << ",,,,\n";
+      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8_e4m3 (level 0 wgmma_bf16)," << total_we << ",,,,\n";
+      std::printf("pnp's kernels: wgmma bf16 %.2f ms; FP8 at levels 1-3 (level 0 bf16): bf16 out %.2f ms, e4m3 out %.2f ms\n",
+                  total_wb, total_wf, total_we);
+    }
     std::cout << "fp8_conv_time: wrote " << out << "\n";
     return 0;
   } catch (const std::exception& e) {

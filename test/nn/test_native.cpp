@@ -38,6 +38,7 @@
 #include <ATen/cuda/CUDAContext.h>
 
 #include "native/wgmma_conv.hpp"
+#include "pnp/nn/fp8.hpp"
 #endif
 #endif
 
@@ -1395,6 +1396,94 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
     });
   }
   ctx.setAllowTF32CuDNN(tf32);
+}
+
+TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 out), against float64 (CUDA, compute capability 9.0)") {
+  if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9 || !pnp::nn::hopper_kernels_default()) {
+    MESSAGE("no Hopper GPU, or PNP_KERNELS=portable: the FP8 wgmma cases skipped");
+    return;
+  }
+  const at::Device dev(at::kCUDA, 0);
+  const auto cl = at::MemoryFormat::ChannelsLast;
+  struct K {
+    int64_t ci, co, k, pad, h, w;
+  };
+  // DRUNet's residual layers at levels 1-3 (128, 256, 512 channels, 3x3), one image row of 256
+  // pixels per tile with partial tiles at the row's end (w 260, 300) and several rows per tile
+  // (w 17, 40); C_out 64; a 1x1; two images
+  const std::vector<K> ks{{128, 128, 3, 1, 7, 260}, {256, 64, 3, 1, 5, 300}, {512, 512, 3, 1, 4, 17},
+                          {128, 256, 1, 0, 6, 40}};
+  for (const K& k : ks)
+    for (int variant = 0; variant < 3; ++variant)  // 0: the conv alone; 1: + bias, ReLU; 2: + residual + bias
+      for (bool e4m3_out : {false, true}) {
+        INFO("ci " << k.ci << ", co " << k.co << ", k " << k.k << ", w " << k.w << ", variant " << variant
+                   << (e4m3_out ? ", e4m3 out" : ", bf16 out"));
+        const int64_t n = 2, oh = k.h + 2 * k.pad - k.k + 1, ow = k.w + 2 * k.pad - k.k + 1;
+        const uint64_t seed = 4800 + 13 * static_cast<uint64_t>(k.ci + k.co + k.w) + static_cast<uint64_t>(variant);
+        const at::Tensor x64 = rnd({n, k.ci, k.h, k.w}, seed) * 2.0;
+        const at::Tensor w64 = rnd({k.co, k.ci, k.k, k.k}, seed + 1) / std::sqrt(double(k.ci * k.k * k.k));
+        const at::Tensor z64 = rnd({n, k.co, oh, ow}, seed + 2), b64 = rnd({k.co}, seed + 3) * 0.1;
+        // the operands quantised on the GPU as the FP8 path quantises them (pnp/nn/fp8.hpp)
+        const at::Tensor x32 = x64.to(dev, at::kFloat);
+        const double sx = e4m3_activation_scale(x32);
+        const at::Tensor xq = e4m3_quantize(x32, sx).contiguous(cl);
+        const E4m3Weight wq = quantize_weight_e4m3(w64.to(dev, at::kFloat), /*transposed=*/false);
+        // bias and residual in bf16, as the kernel reads them
+        const at::Tensor zb = z64.to(dev, at::kBFloat16).contiguous(cl), bb = b64.to(dev, at::kBFloat16);
+        // float64 on exactly those values
+        at::Tensor ref = at::conv2d(xq.to(at::kCPU, at::kDouble) * sx,
+                                    wq.q.to(at::kCPU, at::kDouble) * wq.scale.to(at::kCPU, at::kDouble).view({k.co, 1, 1, 1}),
+                                    {}, 1, k.pad);
+        if (variant == 2) ref = ref + zb.to(at::kCPU, at::kDouble);
+        if (variant >= 1) ref = ref + bb.to(at::kCPU, at::kDouble).view({1, k.co, 1, 1});
+        if (variant == 1) ref = ref.relu();
+        CHECK(ref.abs().max().item<double>() > 0.1);  // content
+        const at::Tensor descale = (wq.scale * sx).to(at::kFloat).contiguous();
+        const at::Tensor wqc = wq.q.contiguous(cl);
+        REQUIRE(native::wgmma_conv_fp8_applies(xq, wqc, {k.pad, k.pad}, variant == 2 ? &zb : nullptr));
+        const double so = e4m3_out ? e4m3_activation_scale(ref.to(at::kFloat)) : 1.0;
+        // into an output poisoned with NaN (in e4m3 too)
+        const auto odt = e4m3_out ? at::kFloat8_e4m3fn : at::kBFloat16;
+        at::Tensor y = at::full({n, k.co, oh, ow}, std::nan(""), x32.options().dtype(odt)).contiguous(cl);
+        const at::Tensor yr = native::wgmma_conv_fp8(xq, wqc, descale, variant >= 1 ? &bb : nullptr,
+                                                     variant == 2 ? &zb : nullptr, variant == 1, {k.pad, k.pad}, odt, so, &y);
+        CHECK(yr.data_ptr() == y.data_ptr());
+        const at::Tensor yd = y.to(at::kCPU, at::kDouble) * so;
+        CHECK(yd.isfinite().all().item<bool>());
+        const double e = rel_err(yd, ref);
+        if (!e4m3_out) {
+          // float32 accumulation of exact e4m3 products (the FP8 tensor cores may keep fewer bits:
+          // cuDNN's FP8 graphs gave 1.1e-4, H200) and bf16's rounding of the output (2^-9)
+          MESSAGE("FP8 wgmma " << k.ci << "->" << k.co << " k" << k.k << " w" << k.w << " variant " << variant
+                               << ", bf16 out: rel. L2 to float64 " << e);
+          CHECK(e < 8e-3);
+        } else {
+          // e4m3 out: the float64 result rounded to e4m3 with the same scale, up to the elements
+          // whose float32 sum lands across a rounding boundary (one e4m3 step apart, few)
+          const at::Tensor want = e4m3_quantize(ref.to(at::kFloat), so).to(at::kDouble) * so;
+          const at::Tensor diff = (yd - want).abs();
+          const double differ = (diff > 0).to(at::kDouble).mean().item<double>();
+          const at::Tensor step = want.abs() * 0.125 + 0.001953125 * so;  // one e4m3 step (2^-9 subnormals)
+          MESSAGE("FP8 wgmma " << k.ci << "->" << k.co << " k" << k.k << " w" << k.w << " variant " << variant
+                               << ", e4m3 out: rel. L2 to float64 " << e << ", elements off the rounded float64 "
+                               << differ);
+          CHECK(e < 0.05);  // e4m3's own rounding: at most 2^-4 relative
+          CHECK(differ < 0.01);
+          CHECK((diff <= step * 1.0001).all().item<bool>());
+        }
+      }
+  // what it does not take: bf16 operands, C_in 64 (half a 128-byte block), a float32 residual;
+  // a bias not bf16 and an e4m3 output without a scale are refused
+  const at::Tensor x8 = e4m3_quantize(rnd({1, 128, 8, 8}, 1).to(dev, at::kFloat), 0.01).contiguous(cl);
+  const at::Tensor w8 = quantize_weight_e4m3(rnd({64, 128, 3, 3}, 2).to(dev, at::kFloat), false).q.contiguous(cl);
+  CHECK(native::wgmma_conv_fp8_applies(x8, w8, {1, 1}));
+  CHECK_FALSE(native::wgmma_conv_fp8_applies(x8.to(at::kBFloat16), w8.to(at::kBFloat16), {1, 1}));
+  CHECK_FALSE(native::wgmma_conv_fp8_applies(x8.narrow(1, 0, 64).contiguous(cl), w8.narrow(1, 0, 64).contiguous(cl), {1, 1}));
+  const at::Tensor z32 = at::zeros({1, 64, 8, 8}, x8.options().dtype(at::kFloat)).contiguous(cl);
+  CHECK_FALSE(native::wgmma_conv_fp8_applies(x8, w8, {1, 1}, &z32));
+  const at::Tensor ds = at::ones({64}, x8.options().dtype(at::kFloat)), b32 = at::zeros({64}, ds.options());
+  CHECK_THROWS_AS(native::wgmma_conv_fp8(x8, w8, ds, &b32, nullptr, false, {1, 1}), Error);
+  CHECK_THROWS_AS(native::wgmma_conv_fp8(x8, w8, ds, nullptr, nullptr, false, {1, 1}, at::kFloat8_e4m3fn, 0.0), Error);
 }
 #endif
 #endif

@@ -16,14 +16,16 @@ namespace pnp::nn::native {
 inline bool nhwc(const at::Tensor& t) { return t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast); }
 inline bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
 
-// A 2D, stride-1, groups-1 convolution of CUDA tensors x and w of one dtype (float32 or bf16),
-// both channels-last and aligned, padding below the kernel; z (may be null) a residual of the
-// output's shape, channels-last, aligned, of x's dtype. The caller checks its kernel's shapes.
+// A 2D, stride-1, groups-1 convolution of CUDA tensors x and w of one dtype (float32 or bf16;
+// fp8: float8_e4m3fn), both channels-last and aligned, padding below the kernel; z (may be null) a
+// residual of the output's shape, channels-last, aligned, of x's dtype (fp8: bf16). The caller
+// checks its kernel's shapes.
 inline bool plain_nhwc_conv(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
-                            const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z) {
+                            const std::vector<int64_t>& padding, int64_t groups, const at::Tensor* z, bool fp8 = false) {
   if (!x.is_cuda() || x.dim() != 4 || w.dim() != 4 || groups != 1) return false;
   const auto dt = x.scalar_type();
-  if ((dt != at::kFloat && dt != at::kBFloat16) || w.scalar_type() != dt) return false;
+  const bool dtype_ok = fp8 ? dt == at::kFloat8_e4m3fn : (dt == at::kFloat || dt == at::kBFloat16);
+  if (!dtype_ok || w.scalar_type() != dt) return false;
   if (w.size(1) != x.size(1) || stride != std::vector<int64_t>{1, 1} || padding.size() != 2) return false;
   if (padding[0] < 0 || padding[0] >= w.size(2) || padding[1] < 0 || padding[1] >= w.size(3)) return false;
   if (!nhwc(x) || !nhwc(w) || !aligned16(x) || !aligned16(w)) return false;
@@ -31,7 +33,7 @@ inline bool plain_nhwc_conv(const at::Tensor& x, const at::Tensor& w, const std:
   if (oh < 1 || ow < 1) return false;
   if (z) {
     const std::vector<int64_t> out{x.size(0), w.size(0), oh, ow};
-    if (z->sizes().vec() != out || !nhwc(*z) || z->scalar_type() != dt || !aligned16(*z)) return false;
+    if (z->sizes().vec() != out || !nhwc(*z) || z->scalar_type() != (fp8 ? at::kBFloat16 : dt) || !aligned16(*z)) return false;
   }
   return true;
 }

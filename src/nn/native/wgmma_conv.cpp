@@ -8,6 +8,8 @@
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <cmath>
+
 namespace pnp::nn::native {
 
 bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& stride,
@@ -40,6 +42,45 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   a.row_reuse = v.row_reuse, a.round_tf32 = v.round_tf32, a.kernel = v.kernel, a.two_consumers = v.two_consumers;
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("wgmma_conv: the kernel launch failed");
+  return y;
+}
+
+bool wgmma_conv_fp8_applies(const at::Tensor& xq, const at::Tensor& wq, const std::vector<int64_t>& padding,
+                            const at::Tensor* z) {
+  if (!plain_nhwc_conv(xq, wq, {1, 1}, padding, 1, z, /*fp8=*/true)) return false;
+  return kernels::wgmma_conv_fp8_supported(static_cast<int>(xq.size(1)), static_cast<int>(wq.size(0)),
+                                           static_cast<int>(wq.size(2)), static_cast<int>(wq.size(3)));
+}
+
+at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& descale, const at::Tensor* b,
+                          const at::Tensor* z, bool relu, const std::vector<int64_t>& padding, at::ScalarType out_dtype,
+                          double out_scale, at::Tensor* out) {
+  if (!wgmma_conv_fp8_applies(xq, wq, padding, z)) throw Error("wgmma_conv_fp8: no kernel for this convolution");
+  const int64_t co = wq.size(0);
+  if (!descale.is_cuda() || descale.scalar_type() != at::kFloat || !descale.is_contiguous() || descale.numel() != co)
+    throw Error("wgmma_conv_fp8: the descale must be a contiguous float32 [C_out] tensor on the GPU");
+  if (b && (!b->is_contiguous() || b->numel() != co || b->scalar_type() != at::kBFloat16 || !aligned16(*b)))
+    throw Error("wgmma_conv_fp8: the bias must be a contiguous, aligned bf16 [C_out] tensor");
+  if (out_dtype != at::kBFloat16 && out_dtype != at::kFloat8_e4m3fn)
+    throw Error("wgmma_conv_fp8: the output is bf16 or float8_e4m3fn");
+  if (out_dtype == at::kFloat8_e4m3fn && !(out_scale > 0 && std::isfinite(out_scale)))
+    throw Error("wgmma_conv_fp8: an e4m3 output needs a positive, finite scale");
+  const auto shape = nhwc_conv_shape(xq, wq, padding);
+  at::Tensor y;
+  if (out) {
+    if (out->sizes().vec() != shape || out->scalar_type() != out_dtype || !nhwc(*out) || !aligned16(*out) || !out->is_cuda())
+      throw Error("wgmma_conv_fp8: the output must be a channels-last, aligned tensor of the output's shape and dtype");
+    y = *out;
+  } else {
+    y = at::empty(shape, xq.options().dtype(out_dtype).memory_format(at::MemoryFormat::ChannelsLast));
+  }
+  kernels::WgmmaConvArgs a;
+  fill_conv_args(a, xq, wq, b, z, y, relu, padding);
+  a.fp8 = true, a.fp8_out = out_dtype == at::kFloat8_e4m3fn, a.kernel = WgmmaKernel::tiles;
+  a.descale = descale.data_ptr<float>();
+  a.inv_out_scale = static_cast<float>(1.0 / out_scale);
+  if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
+    throw Error("wgmma_conv_fp8: the kernel launch failed");
   return y;
 }
 

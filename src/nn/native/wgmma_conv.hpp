@@ -44,4 +44,18 @@ bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                       const std::vector<int64_t>& padding, const WgmmaVariant& v = {}, at::Tensor* out = nullptr);
 
+// FP8 on the tile kernel: xq and wq float8_e4m3fn (channels-last, aligned; C_in a multiple of 128,
+// C_out of 64, stride 1), float32 accumulation; y = conv(xq, wq) x descale[c] (+ b) (+ z) (then
+// ReLU), where descale is float32 [C_out] (x's scale times each output channel's weight scale:
+// pnp/nn/fp8.hpp) and b ([C_out]) and z (the output's shape, channels-last) are bf16. y is bf16,
+// or with out_dtype float8_e4m3fn the result divided by out_scale (the next layer's activation
+// scale), rounded to e4m3 with saturation at +-448, as e4m3_quantize does. Into a new
+// channels-last tensor, or into *out (channels-last, aligned, of the output's shape and out_dtype).
+// Throws pnp::Error where wgmma_conv_fp8_applies is false or an argument is not as above.
+bool wgmma_conv_fp8_applies(const at::Tensor& xq, const at::Tensor& wq, const std::vector<int64_t>& padding,
+                            const at::Tensor* z = nullptr);
+at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& descale, const at::Tensor* b,
+                          const at::Tensor* z, bool relu, const std::vector<int64_t>& padding,
+                          at::ScalarType out_dtype = at::kBFloat16, double out_scale = 1.0, at::Tensor* out = nullptr);
+
 }  // namespace pnp::nn::native

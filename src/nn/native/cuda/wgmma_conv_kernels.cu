@@ -33,7 +33,9 @@ struct Params {
   int row_reuse;
 };
 
-template <class T>
+// T: the operands' type; TO: the output's (e4m3 operands: bf16 or e4m3, with a bf16 bias and
+// residual; else T).
+template <class T, class TO>
 __global__ void __launch_bounds__(kThreads, 2)
     wgmma_conv_kernel(const __grid_constant__ CUtensorMap tma_w, const __grid_constant__ CUtensorMap tma_x,
                       const __grid_constant__ CUtensorMap tma_tail, const Params p) {
@@ -133,17 +135,18 @@ __global__ void __launch_bounds__(kThreads, 2)
   cute::warpgroup_wait<0>();
 #pragma unroll
   for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
-  store_tile<T>(acc, p.out, tid, co0, oh0, ow0, img);
+  using TB = std::conditional_t<std::is_same_v<T, __nv_fp8_e4m3>, __nv_bfloat16, T>;
+  store_tile<TB, TO>(acc, p.out, tid, co0, oh0, ow0, img);
 #endif
 }
 
-template <class T>
+template <class T, class TO = T>
 bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   int bw_log2 = 8;
   while (bw_log2 > 0 && (1 << (bw_log2 - 1)) >= a.ow) --bw_log2;  // the smallest power of two >= ow, at most 256
   const int bw = 1 << bw_log2, bh = kPx / bw;
   Params p{};
-  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0};
+  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0, a.descale, a.inv_out_scale};
   p.ci = a.ci, p.kw = a.kw, p.kh = a.kh;
   p.pad_h = a.pad_h, p.pad_w = a.pad_w;
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
@@ -158,16 +161,17 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
       !input_map<T>(&mt, a.x, a.n, a.h, a.w_in, a.ci, a.kw > 1 ? a.kw - 1 : 1, 1, a.round_tf32))
     return false;
   static const bool attr =
-      cudaFuncSetAttribute(wgmma_conv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+      cudaFuncSetAttribute(wgmma_conv_kernel<T, TO>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
   if (!attr) return false;
-  wgmma_conv_kernel<T><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
+  wgmma_conv_kernel<T, TO><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
   return cudaGetLastError() == cudaSuccess;
 }
 
 }  // namespace
 
-bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16) {
-  const int bk = bf16 ? 64 : 32;
+namespace {
+// ci in blocks of bk channels (128 bytes)
+bool supported(int ci, int co, int kh, int kw, int bk) {
   if (ci <= 0 || ci % bk || co <= 0 || co % kCo || kh < 1 || kw < 1 || kh > kMaxK || kw > kMaxK) return false;
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -175,8 +179,19 @@ bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16) {
     return false;
   return major == 9 && minor == 0 && encoder() != nullptr;  // sm_90a code runs on 9.0 only
 }
+}  // namespace
+
+bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16) { return supported(ci, co, kh, kw, bf16 ? 64 : 32); }
+bool wgmma_conv_fp8_supported(int ci, int co, int kh, int kw) { return supported(ci, co, kh, kw, 128); }
 
 bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
+  if (a.fp8) {  // the tile kernel only
+    if (a.kernel == WgmmaKernel::rows || !wgmma_conv_fp8_supported(a.ci, a.co, a.kh, a.kw) || a.n <= 0 || a.oh <= 0 ||
+        a.ow <= 0 || a.oh != a.h + 2 * a.pad_h - a.kh + 1 || a.ow != a.w_in + 2 * a.pad_w - a.kw + 1)
+      return false;
+    const auto s = static_cast<cudaStream_t>(stream);
+    return a.fp8_out ? launch<__nv_fp8_e4m3, __nv_fp8_e4m3>(a, s) : launch<__nv_fp8_e4m3, __nv_bfloat16>(a, s);
+  }
   if (a.kernel == WgmmaKernel::rows ||
       (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))
     return launch_wgmma_rows(a, stream);

@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -48,6 +49,13 @@ struct Gmma<__nv_bfloat16> {
   static CUtensorMapDataType type(bool) { return CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; }
 };
 
+template <>
+struct Gmma<__nv_fp8_e4m3> {  // e4m3 products, float32 accumulation (the tile kernel only)
+  using Op = cute::SM90::GMMA::MMA_64x256x32_F32E4M3E4M3_SS_TN<>;
+  using Half = cute::SM90::GMMA::MMA_64x128x32_F32E4M3E4M3_SS_TN<>;
+  static CUtensorMapDataType type(bool) { return CU_TENSOR_MAP_DATA_TYPE_UINT8; }
+};
+
 // The output tile one warpgroup's accumulators hold, and what the epilogue adds.
 struct TileOut {
   const void* b;  // bias [C_out] or null
@@ -56,6 +64,10 @@ struct TileOut {
   int oh, ow, co;          // the output's size (NHWC)
   int bw_log2, bh;         // the tile's pixels: bh rows of 2^bw_log2
   int relu;
+  // FP8 (the tile kernel): the products times descale[c] (float32 [C_out]) before the bias; an
+  // e4m3 output is the result times inv_out_scale, rounded with saturation at +-448
+  const float* descale = nullptr;
+  float inv_out_scale = 1.f;
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a device code only
@@ -67,6 +79,12 @@ template <>
 __device__ __forceinline__ float from_f<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float v) {
+  __nv_fp8_e4m3 r;
+  r.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return r;
+}
 
 // One wgmma into the accumulators d[0], d[1], ...
 template <class Op, int N, size_t... I>
@@ -114,22 +132,25 @@ __device__ __forceinline__ void for_chunk(F&& f) {
       for (int i = 0; i < 2; ++i) f(jj, e, i);
 }
 
-// The epilogue of one warpgroup's 64 x 2N tile at (co0, oh0, ow0) of image img: + bias,
-// + residual, ReLU, one store. Thread (warp w, lane l of the warpgroup) holds channels
-// 16w + l/4 (+ 8) of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored.
-template <class T, int N>
+// The epilogue of one warpgroup's 64 x 2N tile at (co0, oh0, ow0) of image img: (x descale),
+// + bias, + residual, ReLU, one store. Thread (warp w, lane l of the warpgroup) holds channels
+// 16w + l/4 (+ 8) of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored. TB: the
+// bias's and the residual's type; TO: the output's (an e4m3 one scaled by inv_out_scale).
+template <class TB, class TO = TB, int N>
 __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0,
                                            int ow0, int img) {
   const int w = wg_tid >> 5, l = wg_tid & 31;
-  const T* bias = static_cast<const T*>(p.b);
-  const T* z = static_cast<const T*>(p.z);
-  T* y = static_cast<T*>(p.y);
+  const TB* bias = static_cast<const TB*>(p.b);
+  const TB* z = static_cast<const TB*>(p.z);
+  TO* y = static_cast<TO*>(p.y);
+  constexpr bool kFp8Out = std::is_same_v<TO, __nv_fp8_e4m3>;
   int co[2];
-  float bv[2];
+  float bv[2], ds[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     co[i] = co0 + 16 * w + (l >> 2) + 8 * i;
     bv[i] = bias ? to_f(bias[co[i]]) : 0.f;
+    ds[i] = p.descale ? p.descale[co[i]] : 1.f;
   }
   const int bw_mask = (1 << p.bw_log2) - 1;
   const bool inside = oh0 + p.bh <= p.oh && ow0 + bw_mask + 1 <= p.ow;  // the whole tile in the image
@@ -154,9 +175,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
       bool ok;
       const int j = 2 * jc + jj;
       const size_t idx = index(j, e, i, ok);
-      float v = acc[4 * j + 2 * i + e] + bv[i] + zv[4 * jj + 2 * i + e];
+      float v = fmaf(acc[4 * j + 2 * i + e], ds[i], bv[i]) + zv[4 * jj + 2 * i + e];
       if (p.relu) v = fmaxf(v, 0.f);
-      if (ok) y[idx] = from_f<T>(v);
+      if constexpr (kFp8Out) v *= p.inv_out_scale;
+      if (ok) y[idx] = from_f<TO>(v);
     });
   }
 }
