@@ -21,7 +21,8 @@ from .io import SchemaError
 GIB = float(1 << 30)
 _ID = re.compile(r"^(?P<gpu>[a-z0-9]+)_(?P<size>\d+)_b(?P<budget>\d+(?:\.\d+)?)_(?P<precision>fp32|bf16|fp8)_"
                  r"(?P<mode>none|pre|post|fused)_(?P<tag>[a-z])_(?P<field>[a-z_]+)$")
-TAG_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
+TAG_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive",
+              "tab:cyan", "black"]
 
 
 def read_budget_tables(files) -> list[dict]:
