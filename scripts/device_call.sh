@@ -21,10 +21,11 @@
 #   gpu_check LOG [OPTION ...]          scripts/gpu_check.sh --no-build on this build (OPTION: --quick, --path P, --only S;
 #                                       PNP_GPU_CHECK_TIMEOUT caps it, default 360 s),
 #                                       its log to $OUT/LOG, its failures and closing line printed
-#   fp8_convs NAME [SIZE]               issue 48's FP8 convolutions as cuDNN graphs: test_native's FP8 case against
-#                                       float64 (its log to $OUT/NAME_test.log, each layer's error printed), then
-#                                       fp8_conv_time (DRUNet SIZE²'s 3x3 layers, default 4096, bf16 against FP8)
-#                                       into $OUT/NAME.csv
+#   fp8_convs NAME [SIZE]               issue 48's FP8 convolutions, as cuDNN graphs and (on a Hopper GPU) on pnp's
+#                                       tile kernel: test_native's FP8 cases against float64 (its log to
+#                                       $OUT/NAME_test.log, each layer's error printed), then fp8_conv_time
+#                                       (DRUNet SIZE²'s 3x3 layers, default 4096: cuDNN bf16 and FP8, pnp's wgmma
+#                                       bf16 and FP8 with bf16 or e4m3 out) into $OUT/NAME.csv
 #   peer_env                            the carried wheels (.whl) installed for deepinv's torch.compile
 #                                       arm and the venv's Python named for pnp_bench
 #   sweep NAME ARCHS CH SHAPE BACKENDS [DTYPE]
@@ -150,8 +151,8 @@ fp8_convs() {
   stamp "fp8_convs $size"
   timeout 90 "$PNP_CALL_BIN/test_native" -tc="*FP8*" -s >"$OUT/${name}_test.log" 2>&1
   echo "test_native FP8 case rc=$?"
-  grep -E "rel. L2|ERROR|FAILED|test cases|no FP8" "$OUT/${name}_test.log" | cut -c1-220 | head -24
-  timeout 150 "$PNP_CALL_BIN/fp8_conv_time" --size "$size" --out "$OUT/$name.csv" 2>&1 | tail -22
+  grep -E "rel. L2|ERROR|FAILED|test cases|no FP8" "$OUT/${name}_test.log" | cut -c1-220 | head -50
+  timeout 150 "$PNP_CALL_BIN/fp8_conv_time" --size "$size" --out "$OUT/$name.csv" 2>&1 | grep -v "fp8 against bf16" | tail -40
 }
 
 # memory_matrix NAME SIZES BUDGETS PRECISIONS MODES [SET ...]
