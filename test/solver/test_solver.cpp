@@ -318,17 +318,31 @@ TEST_CASE("memory plan: the least redundant patches within denoiser.memory_limit
   }
 }
 
-TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GPU, in patches of little redundancy") {
-  Config c = gd_config();
-  c.problem.size = 16384;
-  c.denoiser.architecture = "drunet";
-  c.compile.mode = CompileMode::pre;
-  c.denoiser.memory_limit_gb = 40;
-  const nn::Graph g = denoiser_graph(c.denoiser);
+// DRUNet in pre on one whole 16384² tile on a GPU (issue 47's size), 100 angles, under limit_gb.
+struct Drunet16384 {
+  Config c;
+  nn::Graph g;
   TilePlan tile;
-  tile.own = tile.ext = Box{0, 16384, 0, 16384};
   MemoryContext ctx;
-  ctx.angles = 100, ctx.detectors = 23171;
+  Drunet16384(const std::string& precision, double limit_gb) : c(gd_config()) {
+    c.problem.size = 16384;
+    c.problem.angles = 100;
+    c.denoiser.architecture = "drunet";
+    c.denoiser.precision = precision;
+    c.compile.mode = CompileMode::pre;
+    c.denoiser.memory_limit_gb = limit_gb;
+    g = denoiser_graph(c.denoiser);
+    tile.own = tile.ext = Box{0, 16384, 0, 16384};
+    ctx.angles = 100, ctx.detectors = 23171;
+  }
+};
+
+TEST_CASE("memory plan: issue 47's case, 16384² DRUNet fp32 under 40 GB on a GPU, in patches of little redundancy") {
+  Drunet16384 big("fp32", 40);
+  Config& c = big.c;
+  const nn::Graph& g = big.g;
+  TilePlan& tile = big.tile;
+  MemoryContext& ctx = big.ctx;
   const MemoryPlan m = plan_memory(c, g, tile, ctx);
   MESSAGE(m.describe());
   CHECK(m.total() <= cuda_plan_bytes(40, true));
@@ -362,18 +376,11 @@ TEST_CASE("memory plan: a GPU's projections stage one image of an aligned tile, 
   // 16384² DRUNet bf16 under 16 GB, the metrics every iteration, in the 28 patches of 4480 x 2728
   // the plan picked on an H200 (2026-12-06, tag h): it peaked at 12.65 GiB, where the projections
   // counted as two images made the estimate 13.93 GiB (10.1 % above; docs/performance.md).
-  Config c = gd_config();
-  c.problem.size = 16384;
-  c.problem.angles = 100;
-  c.denoiser.architecture = "drunet";
-  c.denoiser.precision = "bf16";
-  c.compile.mode = CompileMode::pre;
-  c.denoiser.memory_limit_gb = 16;
-  const nn::Graph g = denoiser_graph(c.denoiser);
-  TilePlan tile;
-  tile.own = tile.ext = Box{0, 16384, 0, 16384};
-  MemoryContext ctx;
-  ctx.angles = 100, ctx.detectors = 23171;
+  const Drunet16384 big("bf16", 16);
+  const Config& c = big.c;
+  const nn::Graph& g = big.g;
+  const TilePlan& tile = big.tile;
+  const MemoryContext& ctx = big.ctx;
   const MemoryPlan m = estimate_memory(c, g, tile, ctx, 4480, 2728);
   MESSAGE(m.describe());
   const double GiB = 1024.0 * 1024.0 * 1024.0, peak = 12.65 * GiB;
