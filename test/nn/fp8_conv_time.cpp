@@ -10,14 +10,13 @@
 //   * quantise: the pass that turns the bf16 input into e4m3 (pnp/nn/fp8.hpp, ATen's ops), which an
 //     FP8 layer fed by a bf16 one pays on top;
 //   * on a Hopper GPU, pnp's own kernels (native/wgmma_conv.hpp): wgmma_bf16 (the rows kernel where
-//     it applies, else the tile kernel), and at the levels of 128 channels or more the tile kernel
-//     in FP8, bf16 out (wgmma_fp8) and e4m3 out (wgmma_fp8_e4m3: the output quantised in the
-//     epilogue for the next layer, no quantising pass).
+//     it applies, else the tile kernel), and the tile kernel in FP8, bf16 out (wgmma_fp8) and e4m3
+//     out (wgmma_fp8_e4m3: the output quantised in the epilogue for the next layer, no quantising
+//     pass); level 0's 64 channels in 64-byte blocks.
 // Each: the fastest of --reps runs (CUDA events), TFLOP/s and its share of the GPU's dense peak,
 // and the FP8 output's relative L2 difference to bf16's (a check that both computed the same
 // convolution, not an accuracy figure: test_native holds that against float64). Then DRUNet's
-// sum over its 3×3 residual layers (8 blocks at levels 0-2, 4 at level 3; the wgmma FP8 sums take
-// level 0 in wgmma bf16, as no e4m3 kernel takes 64 channels yet). Rows to --out.
+// sum over its 3×3 residual layers (8 blocks at levels 0-2, 4 at level 3). Rows to --out.
 //   fp8_conv_time [--size 4096] [--reps 10] [--out fp8_conv_time.csv]
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -180,7 +179,7 @@ int main(int argc, char** argv) {
                 std::tuple{"wgmma_fp8_e4m3", we, ewe, peak.fp8_tflops}}) {
             const double tflops = flops / (ms * 1e-3) / 1e12;
             csv << l << "," << c << "," << side << "," << layer << "," << prec << "," << ms << "," << tflops << ","
-                << (roof > 0 ? tflops / roof : 0) << "," << (std::isnan(ms) ? "none: C_in below 128" : "pnp") << ","
+                << (roof > 0 ? tflops / roof : 0) << "," << (std::isnan(ms) ? "none: no FP8 kernel" : "pnp") << ","
                 << err << "\n";
             std::printf("level %d %4lld ch %5lld² %-13s %-15s %8.3f ms %7.1f TFLOP/s, rel. L2 to cuDNN bf16 %.3e\n", l,
                         static_cast<long long>(c), static_cast<long long>(side), layer, prec, ms, tflops, err);
@@ -204,9 +203,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(size), total_bf16, total_fp8, total_fp8 + total_quant);
     if (hopper) {
       csv << "all,,," << "drunet_3x3_residual_layers,wgmma_bf16," << total_wb << ",,,,\n";
-      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8 (level 0 wgmma_bf16)," << total_wf << ",,,,\n";
-      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8_e4m3 (level 0 wgmma_bf16)," << total_we << ",,,,\n";
-      std::printf("pnp's kernels: wgmma bf16 %.2f ms; FP8 at levels 1-3 (level 0 bf16): bf16 out %.2f ms, e4m3 out %.2f ms\n",
+      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8," << total_wf << ",,,,\n";
+      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8_e4m3," << total_we << ",,,,\n";
+      std::printf("pnp's kernels: wgmma bf16 %.2f ms; FP8: bf16 out %.2f ms, e4m3 out %.2f ms\n",
                   total_wb, total_wf, total_we);
     }
     std::cout << "fp8_conv_time: wrote " << out << "\n";

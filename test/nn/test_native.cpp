@@ -1410,9 +1410,11 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
   };
   // DRUNet's residual layers at levels 1-3 (128, 256, 512 channels, 3x3), one image row of 256
   // pixels per tile with partial tiles at the row's end (w 260, 300) and several rows per tile
-  // (w 17, 40); C_out 64; a 1x1; two images
+  // (w 17, 40); C_out 64; a 1x1; two images. C_in 64 and 192: 64-byte blocks (the 64-byte
+  // swizzle), level 0's 64 channels among them.
   const std::vector<K> ks{{128, 128, 3, 1, 7, 260}, {256, 64, 3, 1, 5, 300}, {512, 512, 3, 1, 4, 17},
-                          {128, 256, 1, 0, 6, 40}};
+                          {128, 256, 1, 0, 6, 40},  {64, 64, 3, 1, 9, 300},  {64, 128, 3, 1, 5, 40},
+                          {192, 64, 3, 1, 4, 270}};
   for (const K& k : ks)
     for (int variant = 0; variant < 3; ++variant)  // 0: the conv alone; 1: + bias, ReLU; 2: + residual + bias
       for (bool e4m3_out : {false, true}) {
@@ -1472,13 +1474,14 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
           CHECK((diff <= step * 1.0001).all().item<bool>());
         }
       }
-  // what it does not take: bf16 operands, C_in 64 (half a 128-byte block), a float32 residual;
+  // what it does not take: bf16 operands, C_in 32 (half a 64-byte block), a float32 residual;
   // a bias not bf16 and an e4m3 output without a scale are refused
   const at::Tensor x8 = e4m3_quantize(rnd({1, 128, 8, 8}, 1).to(dev, at::kFloat), 0.01).contiguous(cl);
   const at::Tensor w8 = quantize_weight_e4m3(rnd({64, 128, 3, 3}, 2).to(dev, at::kFloat), false).q.contiguous(cl);
   CHECK(native::wgmma_conv_fp8_applies(x8, w8, {1, 1}));
   CHECK_FALSE(native::wgmma_conv_fp8_applies(x8.to(at::kBFloat16), w8.to(at::kBFloat16), {1, 1}));
-  CHECK_FALSE(native::wgmma_conv_fp8_applies(x8.narrow(1, 0, 64).contiguous(cl), w8.narrow(1, 0, 64).contiguous(cl), {1, 1}));
+  CHECK(native::wgmma_conv_fp8_applies(x8.narrow(1, 0, 64).contiguous(cl), w8.narrow(1, 0, 64).contiguous(cl), {1, 1}));
+  CHECK_FALSE(native::wgmma_conv_fp8_applies(x8.narrow(1, 0, 32).contiguous(cl), w8.narrow(1, 0, 32).contiguous(cl), {1, 1}));
   const at::Tensor z32 = at::zeros({1, 64, 8, 8}, x8.options().dtype(at::kFloat)).contiguous(cl);
   CHECK_FALSE(native::wgmma_conv_fp8_applies(x8, w8, {1, 1}, &z32));
   const at::Tensor ds = at::ones({64}, x8.options().dtype(at::kFloat)), b32 = at::zeros({64}, ds.options());

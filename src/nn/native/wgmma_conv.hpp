@@ -44,7 +44,7 @@ bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor* b, const at::Tensor* z, bool relu,
                       const std::vector<int64_t>& padding, const WgmmaVariant& v = {}, at::Tensor* out = nullptr);
 
-// FP8 on the tile kernel: xq and wq float8_e4m3fn (channels-last, aligned; C_in a multiple of 128,
+// FP8 on the tile kernel: xq and wq float8_e4m3fn (channels-last, aligned; C_in a multiple of 64,
 // C_out of 64, stride 1), float32 accumulation; y = conv(xq, wq) x descale[c] (+ b) (+ z) (then
 // ReLU), where descale is float32 [C_out] (x's scale times each output channel's weight scale:
 // pnp/nn/fp8.hpp) and b ([C_out]) and z (the output's shape, channels-last) are bf16. y is bf16,

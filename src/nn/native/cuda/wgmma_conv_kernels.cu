@@ -34,19 +34,21 @@ struct Params {
 };
 
 // T: the operands' type; TO: the output's (e4m3 operands: bf16 or e4m3, with a bf16 bias and
-// residual; else T).
-template <class T, class TO>
+// residual; else T). Row: the bytes of a reduction block, 128, or 64 for e4m3 operands whose
+// channels are not a multiple of 128 (DRUNet's 64-channel level: the 64-byte swizzle, two K steps).
+template <class T, class TO, int Row = kRow>
 __global__ void __launch_bounds__(kThreads, 2)
     wgmma_conv_kernel(const __grid_constant__ CUtensorMap tma_w, const __grid_constant__ CUtensorMap tma_x,
                       const __grid_constant__ CUtensorMap tma_tail, const Params p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Barrier = cutlass::arch::ClusterTransactionBarrier;
-  constexpr int kBk = kRow / static_cast<int>(sizeof(T));  // channels per reduction block
+  constexpr int kBk = Row / static_cast<int>(sizeof(T));  // channels per reduction block
+  constexpr int kA = kCo * Row, kB = kBRows * Row;        // a stage of each operand
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* s_a = smem;
-  uint8_t* s_b = smem + kAStages * kABytes;
-  uint64_t* full_a = reinterpret_cast<uint64_t*>(s_b + kBStages * kBBytes);
+  uint8_t* s_b = smem + kAStages * kA;
+  uint64_t* full_a = reinterpret_cast<uint64_t*>(s_b + kBStages * kB);
   uint64_t* empty_a = full_a + kAStages;
   uint64_t* full_b = empty_a + kAStages;
   uint64_t* empty_b = full_b + kBStages;
@@ -78,7 +80,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (tid == 128) {
       const uint64_t keep = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_LAST);    // weights: every tile's
       const uint64_t normal = static_cast<uint64_t>(cute::TMA::CacheHintSm90::EVICT_NORMAL);
-      const uint32_t b_bytes = kPx * kRow + (p.row_reuse ? (p.kw - 1) * kRow : 0);
+      const uint32_t b_bytes = kPx * Row + (p.row_reuse ? (p.kw - 1) * Row : 0);
       int ia = 0;
       for (int ib = 0; ib < nb; ++ib) {
         const int c = ib % p.cblocks;
@@ -87,17 +89,17 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int sb = ib % kBStages;
         Barrier::wait(&empty_b[sb], ((ib / kBStages) & 1) ^ 1);
         Barrier::arrive_and_expect_tx(&full_b[sb], b_bytes);
-        uint8_t* dst = s_b + sb * kBBytes;
+        uint8_t* dst = s_b + sb * kB;
         cute::SM90_TMA_LOAD_4D::copy(&tma_x, &full_b[sb], normal, dst, c * kBk, ow0 + s0 - p.pad_w, oh0 + r - p.pad_h, img);
         if (p.row_reuse)
-          cute::SM90_TMA_LOAD_4D::copy(&tma_tail, &full_b[sb], normal, dst + kPx * kRow, c * kBk, ow0 + kPx - p.pad_w,
+          cute::SM90_TMA_LOAD_4D::copy(&tma_tail, &full_b[sb], normal, dst + kPx * Row, c * kBk, ow0 + kPx - p.pad_w,
                                        oh0 + r - p.pad_h, img);
         for (int j = 0; j < shifts; ++j, ++ia) {
           const int s = p.row_reuse ? j : s0;
           const int sa = ia % kAStages;
           Barrier::wait(&empty_a[sa], ((ia / kAStages) & 1) ^ 1);
-          Barrier::arrive_and_expect_tx(&full_a[sa], kABytes);
-          cute::SM90_TMA_LOAD_2D::copy(&tma_w, &full_a[sa], keep, s_a + sa * kABytes, (r * p.kw + s) * p.ci + c * kBk, co0);
+          Barrier::arrive_and_expect_tx(&full_a[sa], kA);
+          cute::SM90_TMA_LOAD_2D::copy(&tma_w, &full_a[sa], keep, s_a + sa * kA, (r * p.kw + s) * p.ci + c * kBk, co0);
         }
       }
     }
@@ -112,16 +114,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int ib = 0; ib < nb; ++ib) {
     const int sb = ib % kBStages;
     Barrier::wait(&full_b[sb], (ib / kBStages) & 1);
-    const uint32_t b_base = cute::cast_smem_ptr_to_uint(s_b + sb * kBBytes);
+    const uint32_t b_base = cute::cast_smem_ptr_to_uint(s_b + sb * kB);
     for (int j = 0; j < shifts; ++j, ++ia) {
       const int sa = ia % kAStages;
       Barrier::wait(&full_a[sa], (ia / kAStages) & 1);
-      const uint64_t da = smem_desc(cute::cast_smem_ptr_to_uint(s_a + sa * kABytes));
-      const uint64_t db = smem_desc(b_base + static_cast<uint32_t>(j * kRow));
+      const uint64_t da = smem_desc<Row>(cute::cast_smem_ptr_to_uint(s_a + sa * kA));
+      const uint64_t db = smem_desc<Row>(b_base + static_cast<uint32_t>(j * Row));
 #pragma unroll
       for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
       cute::warpgroup_arrive();
-      gmma_block<T>(da, db, acc, ia == 0);
+      gmma_block<T, 128, Row / 32>(da, db, acc, ia == 0);
       cute::warpgroup_commit_batch();
       cute::warpgroup_wait<1>();  // the previous block's products are done: its stages are free
 #pragma unroll
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #endif
 }
 
-template <class T, class TO = T>
+template <class T, class TO = T, int Row = kRow>
 bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   int bw_log2 = 8;
   while (bw_log2 > 0 && (1 << (bw_log2 - 1)) >= a.ow) --bw_log2;  // the smallest power of two >= ow, at most 256
@@ -150,20 +152,20 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   p.ci = a.ci, p.kw = a.kw, p.kh = a.kh;
   p.pad_h = a.pad_h, p.pad_w = a.pad_w;
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
-  p.co_blocks = a.co / kCo, p.cblocks = a.ci / (kRow / static_cast<int>(sizeof(T)));
+  p.co_blocks = a.co / kCo, p.cblocks = a.ci / (Row / static_cast<int>(sizeof(T)));
   p.row_reuse = a.row_reuse && bh == 1 && a.kw > 1;
   const long long grid = static_cast<long long>(p.co_blocks) * p.tiles_w * p.tiles_h * a.n;
   if (grid <= 0 || grid > INT_MAX) return false;
 
   CUtensorMap mw{}, mx{}, mt{};
-  if (!weight_map<T>(&mw, a.w, a.co, a.kh, a.kw, a.ci, a.round_tf32) ||
-      !input_map<T>(&mx, a.x, a.n, a.h, a.w_in, a.ci, bw, bh, a.round_tf32) ||
-      !input_map<T>(&mt, a.x, a.n, a.h, a.w_in, a.ci, a.kw > 1 ? a.kw - 1 : 1, 1, a.round_tf32))
+  if (!weight_map<T>(&mw, a.w, a.co, a.kh, a.kw, a.ci, a.round_tf32, Row) ||
+      !input_map<T>(&mx, a.x, a.n, a.h, a.w_in, a.ci, bw, bh, a.round_tf32, Row) ||
+      !input_map<T>(&mt, a.x, a.n, a.h, a.w_in, a.ci, a.kw > 1 ? a.kw - 1 : 1, 1, a.round_tf32, Row))
     return false;
   static const bool attr =
-      cudaFuncSetAttribute(wgmma_conv_kernel<T, TO>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+      cudaFuncSetAttribute(wgmma_conv_kernel<T, TO, Row>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
   if (!attr) return false;
-  wgmma_conv_kernel<T, TO><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
+  wgmma_conv_kernel<T, TO, Row><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
   return cudaGetLastError() == cudaSuccess;
 }
 
@@ -182,7 +184,7 @@ bool supported(int ci, int co, int kh, int kw, int bk) {
 }  // namespace
 
 bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16) { return supported(ci, co, kh, kw, bf16 ? 64 : 32); }
-bool wgmma_conv_fp8_supported(int ci, int co, int kh, int kw) { return supported(ci, co, kh, kw, 128); }
+bool wgmma_conv_fp8_supported(int ci, int co, int kh, int kw) { return supported(ci, co, kh, kw, 64); }
 
 bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
   if (a.fp8) {  // the tile kernel only
@@ -190,7 +192,9 @@ bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
         a.ow <= 0 || a.oh != a.h + 2 * a.pad_h - a.kh + 1 || a.ow != a.w_in + 2 * a.pad_w - a.kw + 1)
       return false;
     const auto s = static_cast<cudaStream_t>(stream);
-    return a.fp8_out ? launch<__nv_fp8_e4m3, __nv_fp8_e4m3>(a, s) : launch<__nv_fp8_e4m3, __nv_bfloat16>(a, s);
+    using E = __nv_fp8_e4m3;
+    if (a.ci % 128 == 0) return a.fp8_out ? launch<E, E>(a, s) : launch<E, __nv_bfloat16>(a, s);
+    return a.fp8_out ? launch<E, E, 64>(a, s) : launch<E, __nv_bfloat16, 64>(a, s);  // 64-byte blocks
   }
   if (a.kernel == WgmmaKernel::rows ||
       (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))

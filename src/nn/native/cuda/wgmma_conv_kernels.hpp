@@ -34,7 +34,8 @@ struct WgmmaConvArgs : ConvArgs {
   // shared memory by the bulk copy engine (the default: DRUNet 1 ch 4096² fp32 236.2 against
   // 244.2-245.2 ms on one H200, docs/performance.md#native-kernels). For tests and A/B.
   bool two_consumers = false;
-  // FP8: x and w e4m3 (the tile kernel, C_in a multiple of 128), float32 accumulation; the
+  // FP8: x and w e4m3 (the tile kernel, C_in a multiple of 64: blocks of 128 bytes, or of 64 with
+  // the 64-byte swizzle where C_in is not a multiple of 128), float32 accumulation; the
   // products times descale[c] (float32 [C_out]: x's scale times output channel c's weight scale),
   // then a bf16 bias and residual, ReLU; y bf16, or (fp8_out) e4m3 of the result times
   // inv_out_scale, saturated at +-448.
@@ -46,7 +47,7 @@ struct WgmmaConvArgs : ConvArgs {
 // Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out
 // a multiple of 64, kernel at most 9 x 9, and a GPU of compute capability 9.0 to run it on.
 bool wgmma_conv_supported(int ci, int co, int kh, int kw, bool bf16);
-// The same for e4m3 operands: C_in a multiple of 128.
+// The same for e4m3 operands: C_in a multiple of 64.
 bool wgmma_conv_fp8_supported(int ci, int co, int kh, int kw);
 
 // Launches a.kernel on the CUDA stream; false when there is none for these arguments or the

@@ -93,28 +93,31 @@ __device__ __forceinline__ void gmma(uint64_t a, uint64_t b, float (&d)[N], cute
   Op::fma(a, b, d[I]..., s);
 }
 
-// A K-major operand in 128-byte-swizzled rows, 8-row groups 1024 bytes apart. The hardware
-// takes the swizzle phase from the address itself, so an operand may start at any row (the
-// kernel-column shifts): the descriptor's base-offset field stays 0 (set to the row phase, the
-// results were wrong on an H200).
+// A K-major operand in 128-byte-swizzled rows, 8-row groups 1024 bytes apart (Row = 64: the
+// 64-byte swizzle, 8-row groups 512 bytes apart). The hardware takes the swizzle phase from the
+// address itself, so an operand may start at any row (the kernel-column shifts): the
+// descriptor's base-offset field stays 0 (set to the row phase, the results were wrong on an H200).
+template <int Row = kRow>
 __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+  static_assert(Row == 128 || Row == 64, "rows of 128 or 64 bytes");
   cute::GmmaDescriptor d;
   d.bitfield.start_address_ = static_cast<uint16_t>(addr >> 4);
   d.bitfield.leading_byte_offset_ = 1;  // unused with swizzling
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;
+  d.bitfield.stride_byte_offset_ = (8 * Row) >> 4;
   d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
+  d.bitfield.layout_type_ = static_cast<uint8_t>(Row == 128 ? cute::SM90::GMMA::LayoutType::B128
+                                                            : cute::SM90::GMMA::LayoutType::B64);
   return d.desc_;
 }
 
 // One 128-byte channel block of the reduction: the four wgmma K steps of 32 bytes (+2 in the
 // descriptors' address fields), accumulating unless `zero` (the first block of a tile); 64 x 256
-// outputs (N = 128 accumulators a thread) or 64 x 128 (N = 64).
-template <class T, int N>
+// outputs (N = 128 accumulators a thread) or 64 x 128 (N = 64). Steps = 2: a 64-byte block.
+template <class T, int N, int Steps = kSteps>
 __device__ __forceinline__ void gmma_block(uint64_t da, uint64_t db, float (&acc)[N], bool zero) {
   using Op = std::conditional_t<N == 128, typename Gmma<T>::Op, typename Gmma<T>::Half>;
 #pragma unroll
-  for (int k = 0; k < kSteps; ++k)
+  for (int k = 0; k < Steps; ++k)
     gmma<Op>(da + 2 * k, db + 2 * k, acc,
              (zero && k == 0) ? cute::SM90::GMMA::ScaleOut::Zero : cute::SM90::GMMA::ScaleOut::One,
              std::make_index_sequence<N>{});
@@ -256,35 +259,37 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return fn;
 }
 
-// A tiled tensor map with the 128-byte swizzle (the wgmma operands' layout); out-of-range
-// coordinates read as zeros.
+// A tiled tensor map with the 128-byte swizzle (the wgmma operands' layout; row = 64: the
+// 64-byte one); out-of-range coordinates read as zeros.
 inline bool encode(CUtensorMap* m, CUtensorMapDataType type, cuuint32_t rank, const void* addr, const cuuint64_t* dims,
-                   const cuuint64_t* strides, const cuuint32_t* box) {
+                   const cuuint64_t* strides, const cuuint32_t* box, int row = kRow) {
   const cuuint32_t ones[5] = {1, 1, 1, 1, 1};
   auto fn = encoder();
   return fn && fn(m, type, rank, const_cast<void*>(addr), dims, strides, box, ones, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  row == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // The weights as a 2D map [C_out][K_h K_w C_in] with boxes of 64 outputs x 128 bytes, and the
-// input as a 4D map [N][H][W][C_in] with boxes of 128 bytes of channels x bw pixels x bh rows.
+// input as a 4D map [N][H][W][C_in] with boxes of 128 bytes of channels x bw pixels x bh rows
+// (row = 64: boxes 64 bytes wide, 64-byte swizzle).
 template <class T>
-inline bool weight_map(CUtensorMap* m, const void* w, int co, int kh, int kw, int ci, bool round) {
+inline bool weight_map(CUtensorMap* m, const void* w, int co, int kh, int kw, int ci, bool round, int row = kRow) {
   constexpr cuuint64_t es = sizeof(T);
   const cuuint64_t k_total = static_cast<cuuint64_t>(kh) * kw * ci;
   const cuuint64_t d[2] = {k_total, static_cast<cuuint64_t>(co)}, s[1] = {k_total * es};
-  const cuuint32_t b[2] = {static_cast<cuuint32_t>(kRow / es), kCo};
-  return encode(m, Gmma<T>::type(round), 2, w, d, s, b);
+  const cuuint32_t b[2] = {static_cast<cuuint32_t>(row / es), kCo};
+  return encode(m, Gmma<T>::type(round), 2, w, d, s, b, row);
 }
 template <class T>
-inline bool input_map(CUtensorMap* m, const void* x, int n, int h, int w, int ci, int box_w, int box_h, bool round) {
+inline bool input_map(CUtensorMap* m, const void* x, int n, int h, int w, int ci, int box_w, int box_h, bool round,
+                      int row = kRow) {
   constexpr cuuint64_t es = sizeof(T);
   const cuuint64_t d[4] = {static_cast<cuuint64_t>(ci), static_cast<cuuint64_t>(w), static_cast<cuuint64_t>(h),
                            static_cast<cuuint64_t>(n)};
   const cuuint64_t s[3] = {ci * es, ci * es * w, ci * es * w * h};
-  const cuuint32_t b[4] = {static_cast<cuuint32_t>(kRow / es), static_cast<cuuint32_t>(box_w), static_cast<cuuint32_t>(box_h), 1};
-  return encode(m, Gmma<T>::type(round), 4, x, d, s, b);
+  const cuuint32_t b[4] = {static_cast<cuuint32_t>(row / es), static_cast<cuuint32_t>(box_w), static_cast<cuuint32_t>(box_h), 1};
+  return encode(m, Gmma<T>::type(round), 4, x, d, s, b, row);
 }
 
 }  // namespace pnp::nn::native::kernels::sm90
