@@ -1269,19 +1269,30 @@ TEST_CASE("native: a CUDA graph capture that failed leaves the device's random n
 }
 #endif
 #ifdef PNP_HAVE_WGMMA_CONV
+namespace {
+// Whether pnp's Hopper kernels run here (a GPU of compute capability 9.0, PNP_KERNELS not
+// portable); else the calling case says that its `what` is skipped.
+bool hopper_kernels_here(const char* what) {
+  if (at::hasCUDA() && at::cuda::getCurrentDeviceProperties()->major == 9 && pnp::nn::hopper_kernels_default())
+    return true;
+  MESSAGE("no Hopper GPU, or PNP_KERNELS=portable: " << what << " skipped");
+  return false;
+}
+// One convolution case of the Hopper kernels: channels in and out, a k x k kernel, padding, the
+// input's height and width.
+struct HopperConv {
+  int64_t ci, co, k, pad, h, w;
+};
+}  // namespace
+
 TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and cuDNN (CUDA, compute capability 9.0)") {
-  if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9 || !pnp::nn::hopper_kernels_default()) {
-    MESSAGE("no Hopper GPU, or PNP_KERNELS=portable: the wgmma cases skipped");
-    return;
-  }
+  if (!hopper_kernels_here("the wgmma cases")) return;
   auto& ctx = at::globalContext();
   const bool tf32 = ctx.allowTF32CuDNN();
   ctx.setAllowTF32CuDNN(true);
   const at::Device dev(at::kCUDA, 0);
   const auto cl = at::MemoryFormat::ChannelsLast;
-  struct K {
-    int64_t ci, co, k, pad, h, w;
-  };
+  using K = HopperConv;
   // The tile kernel: one image row of 256 pixels per tile (w >= 129: the row reused for every
   // kernel column, partial tiles at the row's end) and several rows per tile (w <= 128); 1x1;
   // padding 0; two and eight 64-channel blocks; C_in 32 in float32 only (a 128-byte block is 64
@@ -1399,15 +1410,10 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
 }
 
 TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 out), against float64 (CUDA, compute capability 9.0)") {
-  if (!at::hasCUDA() || at::cuda::getCurrentDeviceProperties()->major != 9 || !pnp::nn::hopper_kernels_default()) {
-    MESSAGE("no Hopper GPU, or PNP_KERNELS=portable: the FP8 wgmma cases skipped");
-    return;
-  }
+  if (!hopper_kernels_here("the FP8 wgmma cases")) return;
   const at::Device dev(at::kCUDA, 0);
   const auto cl = at::MemoryFormat::ChannelsLast;
-  struct K {
-    int64_t ci, co, k, pad, h, w;
-  };
+  using K = HopperConv;
   // DRUNet's residual layers at levels 1-3 (128, 256, 512 channels, 3x3), one image row of 256
   // pixels per tile with partial tiles at the row's end (w 260, 300) and several rows per tile
   // (w 17, 40); C_out 64; a 1x1; two images. C_in 64 and 192: 64-byte blocks (the 64-byte
