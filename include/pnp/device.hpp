@@ -52,7 +52,9 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place = false
 // reserved blocks that no live tensor holds. Held at the estimate itself, a 32 x 1024² slab
 // streamed under 3 GB (16 slices a group, its denoiser captured) ran out of memory with 2.30 GiB
 // reserved (1.4 GiB of it in the graph's pool, 36 MiB live there) against a 2.26 GiB estimate
-// (H200, 2026-12-06); at 2 GB (2 slices a group) it ran.
+// (H200, 2026-12-06); at 2 GB (2 slices a group) it ran. Held at this 5 % more, its pool kept
+// 1.47 GiB and it ran out of memory again, so a streamed slab now runs uncaptured
+// (captures_allowed); the slack stays, room for the blocks an allocator reserves unallocated.
 inline constexpr double kHoldSlack = 0.05;
 // The bytes a hold allows the allocator: (1 + kHoldSlack) x estimate, at most the budget (> 0).
 double hold_bytes(double estimate, double budget);
