@@ -157,7 +157,7 @@ std::vector<ScalingRow> run_scaling(const Config& cfg_in, const ScalingOptions& 
           if (exchanges) {
             const nn::Graph g = nn::with_layer_halos(whole, axes);
             const std::vector<int64_t> shape{1, c.denoiser.channels, in.rows(), in.cols()};
-            const int64_t eb = c.denoiser.precision == "bf16" ? 2 : 4;
+            const int64_t eb = static_cast<int64_t>(at::elementSize(denoiser_dtype(c.denoiser)));
             const nn::HaloTraffic h = nn::layer_halo_traffic(g, nn::infer_shapes(g, shape), eb);
             row.halo_s = static_cast<double>(h.phases) * L.alpha + static_cast<double>(h.phase_bytes) / L.beta;
           } else if (!t.recvs.empty()) {  // one phase: every box at once, the largest sets the pace

@@ -51,6 +51,22 @@ void validate(const Config& c, const std::string& source) {
     if (c.output.resume || c.output.checkpoint_every > 0 || c.output.stop_after > 0)
       refuse("without checkpoints (they hold float32)");
   }
+  if (c.denoiser.precision == "fp8") {
+    auto refuse = [&](const std::string& what) {
+      throw InputError(source + ": denoiser.precision = \"fp8\" runs pnp's FP8 convolutions on a Hopper GPU, " + what +
+                       " (denoiser.precision = \"fp8_emulated\" is its reference, on any device)");
+    };
+    if (c.compile.mode == CompileMode::none || c.compile.backend != CompileBackend::native)
+      refuse("in the native executor: set compile.mode = \"pre\", \"post\" or \"fused\" and compile.backend = \"native\"");
+    if (c.distributed.device == "cpu") refuse("so it needs distributed.device = \"cuda\" (or \"auto\" on a GPU)");
+    if (c.denoiser.dim != 2 || c.problem.slices > 0) refuse("on 2D images with a 2D network (problem.slices = 0, denoiser.dim = 2)");
+    // its activation scales are calibrated on the executor's first call: one call on the whole
+    // image, so that every part of it is quantised alike
+    if (c.denoiser.patch_size > 0 || c.denoiser.memory_limit_gb > 0 || c.distributed.halo_mode == HaloMode::layer)
+      refuse("on the whole image in one denoiser call, its activation scales calibrated on it: unset "
+             "denoiser.patch_size and denoiser.memory_limit_gb, and keep distributed.halo_mode = \"input\"");
+    if (c.solver.precision != "fp32") refuse("with solver.precision = \"fp32\"");
+  }
   if (c.denoiser.precision == "fp8_emulated" && c.compile.mode != CompileMode::none)
     throw InputError(source + ": denoiser.precision = \"fp8_emulated\" is the eager reference of FP8: set compile.mode = "
                      "\"none\" (no compiled FP8 path exists yet)");
@@ -111,8 +127,8 @@ const Schema<Config>& schema() {
       float_field<C>("denoiser", "sigma_start", PNP_MEMBER(C, denoiser.sigma_start), 0.0, 10.0, "annealed sigma (DPIR's schedule): the first iteration's noise level, falling geometrically to denoiser.sigma at the last; 0 = sigma in every iteration"),
       string_field<C>("denoiser", "weights", PNP_MEMBER(C, denoiser.weights), PathKind::file_or_name, "HDF5 weights file or shipped model name; empty = seeded random init"),
       int_field<C>("denoiser", "seed", PNP_MEMBER(C, denoiser.seed), 0, INT64_MAX, "seed of the random weight init"),
-      choice_field<C>("denoiser", "precision", PNP_MEMBER(C, denoiser.precision), {"fp32", "bf16", "fp8_emulated"}, "activation and weight precision (bf16 accumulates in fp32); fp8_emulated: the eager reference of FP8 (e4m3 weights per output channel, activations per tensor calibrated on the first call, fp32 compute; compile.mode = \"none\"), for the quality an FP8 path would give"),
-      choice_field<C>("denoiser", "fp8_keep", PNP_MEMBER(C, denoiser.fp8_keep), {"none", "head", "tail", "head_tail"}, "precision = \"fp8_emulated\": the convolutions kept in fp32 (the first, the last, both, or none)"),
+      choice_field<C>("denoiser", "precision", PNP_MEMBER(C, denoiser.precision), {"fp32", "bf16", "fp8", "fp8_emulated"}, "activation and weight precision (bf16 accumulates in fp32); fp8: the 64- to 512-channel stride-1 convolutions in e4m3 on pnp's Hopper kernel (weights per output channel, activations per tensor calibrated on the first call, fp32 accumulation; the other layers bf16; native backend, one rank, the whole image in one call); fp8_emulated: the eager reference of FP8 (e4m3 weights per output channel, activations per tensor calibrated on the first call, fp32 compute; compile.mode = \"none\"), for the quality an FP8 path would give"),
+      choice_field<C>("denoiser", "fp8_keep", PNP_MEMBER(C, denoiser.fp8_keep), {"none", "head", "tail", "head_tail"}, "precision = \"fp8_emulated\": the convolutions kept in fp32 (the first, the last, both, or none); \"fp8\": kept in bf16"),
       int_field<C>("denoiser", "patch_size", PNP_MEMBER(C, denoiser.patch_size), 0, 1 << 20, "denoise in patches of this size; 0 = whole tile"),
       int_field<C>("denoiser", "patch_overlap", PNP_MEMBER(C, denoiser.patch_overlap), 0, 1 << 20, "patch overlap; 0 = receptive radius (exact)"),
       float_field<C>("denoiser", "memory_limit_gb", PNP_MEMBER(C, denoiser.memory_limit_gb), 0.0, 1e6, "per-rank device memory budget in GB (10^9 bytes), held in the CUDA allocator: the denoiser runs in the patches whose estimated total fits with the least repeated work; a volume's slab that does not fit streams through the device from host memory, a group of slices at a time; on a GPU the plan fills at most 90 % of it (95 % for a tile in patches, run without CUDA graphs) and stays 512 MiB below it; 0 = no limit (a volume on a GPU: 90 % of its memory)"),

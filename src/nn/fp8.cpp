@@ -74,9 +74,17 @@ std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep) {
 std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weights, at::Device device,
                                             const std::string& keep) {
   const std::set<int> kept = fp8_kept_convs(g, keep);
+  std::set<int> quantised;
+  for (const auto& n : g.nodes)
+    if ((n.op == OpKind::conv || n.op == OpKind::conv_transpose) && !kept.count(n.id)) quantised.insert(n.id);
+  return make_fp8_emulated(g, weights, device, quantised, "fp8-emulated (" + keep + " kept in fp32)");
+}
+
+std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weights, at::Device device,
+                                            const std::set<int>& quantised, const std::string& name) {
   Weights q = weights;
   for (const auto& n : g.nodes) {
-    if ((n.op != OpKind::conv && n.op != OpKind::conv_transpose) || kept.count(n.id)) continue;
+    if ((n.op != OpKind::conv && n.op != OpKind::conv_transpose) || !quantised.count(n.id)) continue;
     const std::string& key = n.params.at(0).key;  // the weight (the bias stays: FP8 kernels add it in fp32)
     q[key] = quantize_weight_per_channel(weights.at(key).to(at::kFloat), n.op == OpKind::conv_transpose);
   }
@@ -86,8 +94,8 @@ std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weigh
     std::map<int, double> scale;
   };
   auto cal = std::make_shared<Calibration>();
-  auto hook = [kept, cal](const Node& n, const at::Tensor& x) -> at::Tensor {
-    if (kept.count(n.id)) return x;
+  auto hook = [quantised, cal](const Node& n, const at::Tensor& x) -> at::Tensor {
+    if (!quantised.count(n.id)) return x;
     double s = 0;
     {
       std::lock_guard<std::mutex> lock(cal->mu);
@@ -97,7 +105,7 @@ std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weigh
     }
     return e4m3_fake_quant(x, s);
   };
-  return make_eager(g, q, device, at::kFloat, nullptr, hook, "fp8-emulated (" + keep + " kept in fp32)");
+  return make_eager(g, q, device, at::kFloat, nullptr, hook, name);
 }
 
 }  // namespace pnp::nn

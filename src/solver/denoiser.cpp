@@ -28,8 +28,10 @@ nn::Graph denoiser_graph(const DenoiserConfig& c) {
 at::ScalarType denoiser_dtype(const DenoiserConfig& c) {
   if (c.precision == "fp32") return at::kFloat;
   if (c.precision == "bf16") return at::kBFloat16;
+  if (c.precision == "fp8") return at::kBFloat16;  // the layers outside FP8, and the values between them
   if (c.precision == "fp8_emulated") return at::kFloat;  // float32 compute on e4m3-rounded values
-  throw InputError("denoiser.precision: expected \"fp32\", \"bf16\" or \"fp8_emulated\", got \"" + c.precision + "\"");
+  throw InputError("denoiser.precision: expected \"fp32\", \"bf16\", \"fp8\" or \"fp8_emulated\", got \"" + c.precision +
+                   "\"");
 }
 
 at::ScalarType solver_dtype(const SolverConfig& c) { return c.precision == "fp64" ? at::kDouble : at::kFloat; }
@@ -99,6 +101,9 @@ class PerShape final : public nn::Executor {
 
 Denoiser make_denoiser(const Config& cfg, at::Device device, Communicator* comm, const Decomposition* decomp,
                        Communicator* world) {
+  if (const Communicator* all = world ? world : comm; cfg.denoiser.precision == "fp8" && all && all->size() > 1)
+    throw InputError("denoiser.precision = \"fp8\" runs on one rank (its activation scales are calibrated on the "
+                     "whole image in one call); this run has " + std::to_string(all->size()));
   if (cfg.denoiser.dim == 3) {  // the layer halo across a volume's slabs, over the world's ranks
     if (world && comm && decomp && cfg.distributed.halo_mode == HaloMode::layer &&
         (decomp->z.ranges.size() > 1 || decomp->tiles.size() > 1)) {
@@ -167,6 +172,15 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
     opt.cuda_graph = executor_captures(cfg.compile);
     opt.exchanger = exchanger;  // layer halo: the executor plans halo steps and runs without its own graph
     opt.warm_up_on_first_call = true;  // iteration 1's call is the warm-up (PerShape builds at first use)
+    if (cfg.denoiser.precision == "fp8") {
+      if (!nn::native_has_fp8(device, opt))
+        throw InputError("denoiser.precision = \"fp8\" needs pnp's Hopper kernels on a GPU of compute capability 9.0 "
+                         "(an H100 or H200, in a build with the nvidia-cutlass headers, PNP_KERNELS not \"portable\"); " +
+                         std::string(device.is_cuda() ? "this device has none" : "the device is the CPU"));
+      const std::set<int> kept = nn::fp8_kept_convs(d.graph, cfg.denoiser.fp8_keep);
+      for (int id : nn::fp8_conv_candidates(d.graph))
+        if (!kept.count(id)) opt.fp8_convs.push_back(id);
+    }
     auto ex = std::make_unique<PerShape<nn::NativeExecutor>>(
         "native", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
           return nn::make_native(g, w, device, dtype, shape, opt);

@@ -136,7 +136,7 @@ class Estimator {
   const nn::Graph& g_;
   Box ext_;
   int64_t channels_ = 1, eb_ = 4, align_ = 1, slices_ = 1, depth_ = 0;
-  bool eager_ = true, cuda_ = true, fp8_ = false, held_ = false;
+  bool eager_ = true, cuda_ = true, fp8_ = false, fp8_native_ = false, held_ = false;
   double ext_px_ = 0, physics_ = 0, setup_ = 0, metrics_strips_ = 0;
   MemoryPlan base_;
   std::map<std::array<int64_t, 3>, roofline::ActivationMemory> walks_;
@@ -149,6 +149,7 @@ Estimator::Estimator(const Config& cfg, const nn::Graph& g, const TilePlan& tile
   channels_ = dc.channels;
   eb_ = at::elementSize(denoiser_dtype(dc));
   fp8_ = dc.precision == "fp8_emulated";
+  fp8_native_ = dc.precision == "fp8";
   held_ = holds_to_plan(cfg, ctx.cuda);  // as Reconstruction holds
   // Inductor's buffer plan is its own: estimated as eager's.
   eager_ = denoiser_executor(cfg) != DenoiserExecutor::native || g.architecture == "identity";
@@ -250,6 +251,9 @@ MemoryPlan Estimator::operator()(const AxisTiling& tr, const AxisTiling& tc, int
     kept = m.activations;
     if (g_.dim == 3) m.workspace += largest;
     if (held_) m.workspace += kNativeWarmupHeld * largest;
+    // FP8: the e4m3 copy of a convolution's input (half a bf16 activation), and the weights'
+    // e4m3 copies beside the bf16 ones
+    if (fp8_native_) m.workspace += 0.5 * largest + 0.5 * m.weights;
   } else {
     m.workspace = m.weights * 4.0 / static_cast<double>(eb_) + slots;
     kept = m.workspace;

@@ -63,7 +63,7 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
         const nn::Graph g = nn::with_layer_halos(whole, layer_neighbours_3d(d, r));
         const std::vector<int64_t> shape{1, c, d.z.count(r), e.rows(), e.cols()};
         w.flops = roofline::count(g, shape).flops;
-        const int64_t eb = cfg.denoiser.precision == "bf16" ? 2 : 4;
+        const int64_t eb = static_cast<int64_t>(at::elementSize(denoiser_dtype(cfg.denoiser)));
         const nn::HaloTraffic h = nn::layer_halo_traffic(g, nn::infer_shapes(g, shape), eb);
         w.exchange_bytes = h.bytes, w.messages = h.messages, w.exchanges = h.exchanges;
       } else {
@@ -82,7 +82,7 @@ std::vector<DenoiserWork> denoiser_work(const Config& cfg, const Decomposition& 
     return out;
   }
   const double total = roofline::count(whole, {1, c, d.n, d.n}).flops;
-  const int64_t eb = cfg.denoiser.precision == "bf16" ? 2 : 4;
+  const int64_t eb = static_cast<int64_t>(at::elementSize(denoiser_dtype(cfg.denoiser)));
   // One call on plane tile r (a slice's), its patches those of `m` (null: whole).
   auto work_of = [&](int r, const MemoryPlan* m) {
     const TilePlan& t = d.tile(r);

@@ -178,3 +178,27 @@ TEST_CASE("modes and backends are enums, read and printed by their names") {
   CHECK(error_of("[compile]\nmode = \"pre\"\nbackend = \"inductor\"\n[distributed]\nhalo_mode = \"layer\"\n")
             .find("distributed.halo_mode = \"layer\" needs compile.backend = \"native\"") != std::string::npos);
 }
+
+TEST_CASE("denoiser.precision = \"fp8\": the native executor on one GPU, the whole 2D image in one call") {
+  const std::string gpu = "[compile]\nmode = \"pre\"\n[distributed]\ndevice = \"cuda\"\n";
+  const std::string ok = gpu + "[denoiser]\nprecision = \"fp8\"\n";
+  CHECK(error_of(ok).empty());
+  CHECK(parse_config(ok, "t.toml", ".").denoiser.precision == "fp8");
+  // each refusal names what to change, and the emulation as the reference on any device
+  auto refused = [&](const std::string& toml, const std::string& why) {
+    const std::string e = error_of(toml);
+    INFO(toml << " -> " << e);
+    CHECK(e.find("denoiser.precision = \"fp8\" runs pnp's FP8 convolutions on a Hopper GPU") != std::string::npos);
+    CHECK(e.find(why) != std::string::npos);
+    CHECK(e.find("fp8_emulated") != std::string::npos);
+  };
+  const std::string fp8 = "[denoiser]\nprecision = \"fp8\"\n";
+  refused(fp8 + "[compile]\nmode = \"none\"\n[distributed]\ndevice = \"cuda\"\n", "in the native executor");
+  refused(fp8 + "[compile]\nmode = \"pre\"\nbackend = \"inductor\"\n[distributed]\ndevice = \"cuda\"\n",
+          "in the native executor");
+  refused(fp8 + "[compile]\nmode = \"pre\"\n[distributed]\ndevice = \"cpu\"\n", "distributed.device = \"cuda\"");
+  refused(ok + "patch_size = 256\n", "the whole image in one denoiser call");
+  refused(ok + "memory_limit_gb = 16\n", "unset denoiser.patch_size and denoiser.memory_limit_gb");
+  refused(fp8 + "[compile]\nmode = \"fused\"\n[distributed]\ndevice = \"cuda\"\nhalo_mode = \"layer\"\n",
+          "distributed.halo_mode = \"input\"");
+}

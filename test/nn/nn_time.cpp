@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
         "dtype", po::value(&dtype_s)->default_value("float32"), "float32, bfloat16 or float64")(
         "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
         "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
-        "native", po::value(&native_s)->default_value("cfagbeGw"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, G every convolution a cuDNN graph where faster (with e or E), p plan cache in <cache>/native, B ATen's benchmark mode (until 2026-12-02c on unless n), s serial plan builds, u no upsample folded into its 3x3 conv, k no narrow kernel (cuDNN for 1-output convolutions), w pnp's Hopper kernels for the 64-channel and wider convolutions, chosen per layout by timing with a and G (on by default since 2026-12-03); in any string, d turns off pnp's NHWC kernels and the 2x2 transposed convolutions' cuBLAS products (cuDNN and ATen instead)")(
+        "native", po::value(&native_s)->default_value("cfagbeGw"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, G every convolution a cuDNN graph where faster (with e or E), p plan cache in <cache>/native, B ATen's benchmark mode (until 2026-12-02c on unless n), s serial plan builds, u no upsample folded into its 3x3 conv, k no narrow kernel (cuDNN for 1-output convolutions), w pnp's Hopper kernels for the 64-channel and wider convolutions, chosen per layout by timing with a and G (on by default since 2026-12-03); in any string, 8 runs the 64- to 512-channel stride-1 convolutions in FP8 on pnp's Hopper kernel (denoiser.precision = fp8; --dtype bfloat16, with w), d turns off pnp's NHWC kernels and the 2x2 transposed convolutions' cuBLAS products (cuDNN and ATen instead)")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
         "precompiled", po::value(&precompiled)->default_value(precompiled),
@@ -184,9 +184,13 @@ int main(int argc, char** argv) {
     s.dim = static_cast<int>(shape.size()) - 2;
     const at::Device device = concrete_device(dev_s == "cpu" ? at::Device(at::kCPU) : at::Device(dev_s));
     const at::ScalarType dtype = nn::parse_dtype(dtype_s, "--dtype");
-    const nn::NativeOptions nopt = native_options(native_s, io.cache_dir, benchmark_limit, precompiled);
+    nn::NativeOptions nopt = native_options(native_s, io.cache_dir, benchmark_limit, precompiled);
 
     const auto g = nn::build(s);
+    if (native_s.find('8') != std::string::npos) {
+      if (dtype != at::kBFloat16) throw InputError("--native 8 (FP8) runs with --dtype bfloat16");
+      nopt.fp8_convs = nn::fp8_conv_candidates(g);
+    }
     const auto w = nn::init_weights(g, 1);
     const at::Tensor x = at::rand(shape, at::TensorOptions().device(device));
     const auto c = roofline::count(g, shape, at::elementSize(dtype));

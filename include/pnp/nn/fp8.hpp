@@ -53,5 +53,10 @@ std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep);
 // on e4m3-rounded inputs and weights). InputError for an unknown `keep`.
 std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weights, at::Device device,
                                             const std::string& keep);
+// The same with the quantised convolutions named (conv / conv_transpose node ids) and the name
+// name() reports: the reference of the native executor's FP8 path, which quantises the
+// convolutions its kernel takes (NativeOptions::fp8_convs).
+std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weights, at::Device device,
+                                            const std::set<int>& quantised, const std::string& name);
 
 }  // namespace pnp::nn

@@ -180,7 +180,27 @@ struct NativeOptions {
   // The environment's PNP_KERNELS=portable turns it off by default (hopper_kernels_default):
   // the path an A100 takes, run on a Hopper GPU.
   bool wgmma_convs = hopper_kernels_default();
+  // FP8 (denoiser.precision = "fp8"), bf16 executors with wgmma_convs only: these convolution
+  // nodes run on pnp's FP8 tile kernel (src/nn/native/wgmma_conv.hpp, wgmma_conv_fp8) where it
+  // takes them (stride 1, C_in a multiple of 64, C_out of 64; the others stay bf16): weights in
+  // e4m3 with a scale per output channel, the input in e4m3 with one scale per tensor (amax / 448,
+  // pnp/nn/fp8.hpp), float32 accumulation, the bias and residual in bf16. The activation scales are
+  // calibrated on the warm-up's first run, and the warm-up runs again with them fixed, so the
+  // output it returns is what later calls compute (a compile from the plan cache's list, which
+  // has no warm-up run, is not used). A convolution whose output only one such convolution reads
+  // writes it in e4m3 with that reader's scale; the others write bf16, quantised by their readers
+  // in one pass (nhwc_ops.hpp). Empty: none (bf16 throughout). fp8_convs() names the candidates.
+  std::vector<int> fp8_convs;
 };
+
+// The convolution nodes of g that pnp's FP8 tile kernel may take (conv, 2D, stride 1, groups 1,
+// dilation-free, C_in a multiple of 64, C_out of 64, kernel at most 9 x 9): the candidates for
+// NativeOptions::fp8_convs, before the kernel's own checks on the tensors.
+std::vector<int> fp8_conv_candidates(const Graph& g);
+
+// Whether NativeOptions::fp8_convs can run on this device with these options: a build with
+// pnp's Hopper kernels, a GPU of compute capability 9.0, wgmma_convs and channels-last on.
+bool native_has_fp8(at::Device device, const NativeOptions& opt);
 
 // Whether this build has the cuDNN graphs of NativeOptions::cudnn_epilogues.
 bool native_has_cudnn_epilogues();

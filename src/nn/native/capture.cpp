@@ -86,7 +86,10 @@ at::Tensor NativeImpl::warm_up_and_capture(bool on_input) {
     build_wait_left_s_ = kBuildWaitBudgetS;
     // One more validating run while plans built in parallel are still to be timed (the
     // two ops ran in their place meanwhile).
-    for (int i = 0, runs = std::max(1, opt_.warmup_calls); i < runs; ++i) {
+    // FP8: the first run calibrates the activation scales, a second runs with them fixed
+    // (NativeOptions::fp8_convs), so that the output returned is what later calls compute
+    const bool fp8 = std::any_of(bound_.begin(), bound_.end(), [](const Bound& t) { return t.fp8; });
+    for (int i = 0, runs = std::max(fp8 ? 2 : 1, opt_.warmup_calls); i < runs; ++i) {
       warmup_run_ = i;
       y = run();
       sync();
@@ -152,6 +155,23 @@ at::Tensor NativeImpl::finish_warm_up(const at::Tensor& y) {
                      " convolution(s) with few output channels run as pnp's tail kernel (narrow_conv.hpp)");
   if (wgmma > 0)
     notes_.push_back("CUDA: " + std::to_string(wgmma) + " convolution(s) run as pnp's Hopper kernel (wgmma_conv.hpp)");
+  if (!opt_.fp8_convs.empty()) {
+    int fp8 = 0, e4m3_out = 0;
+    double lo = 0, hi = 0;
+    for (const Bound& t : bound_) {
+      if (!t.fp8_used) continue;
+      lo = fp8 == 0 ? t.x_scale : std::min(lo, t.x_scale), hi = std::max(hi, t.x_scale);
+      ++fp8;
+      e4m3_out += t.fp8_reader >= 0 && bound_[static_cast<size_t>(t.fp8_reader)].fp8_used;
+    }
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "FP8: %d of %zu candidate convolution(s) run in e4m3 on pnp's Hopper kernel (wgmma_conv_fp8), "
+                  "activation scales %.4g to %.4g calibrated on the warm-up's first run; %d write e4m3 for their "
+                  "one reader, the others bf16",
+                  fp8, opt_.fp8_convs.size(), lo, hi, e4m3_out);
+    notes_.push_back(buf);
+  }
   if (phase_used_)
     notes_.push_back("CUDA: the ×2 upsample convolutions as convolutions of their four phases, then pnp's shuffle with "
                      "the bias, ReLU and concat (nhwc_ops.hpp)");

@@ -33,6 +33,10 @@ bool NativeImpl::nhwc_ops() const {
 // kernel loads its input where that kernel runs, else by an add first.
 at::Tensor NativeImpl::conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
                             const std::vector<int64_t>& padding, const at::Tensor* x2) {
+#ifdef PNP_HAVE_WGMMA_CONV
+  if (t.fp8 && !x2)
+    if (at::Tensor y = fp8_conv(s, t, x, z, padding); y.defined()) return y;
+#endif
 #ifdef PNP_HAVE_CUDA
   if (t.narrow && native::narrow_conv_applies(x, t.w, s.stride, padding, s.groups, z, x2)) {
     t.narrow_used = true;
@@ -55,6 +59,37 @@ at::Tensor NativeImpl::conv(const PlanStep& s, Bound& t, const at::Tensor& x, co
 }
 
 #ifdef PNP_HAVE_WGMMA_CONV
+// A convolution in FP8 (NativeOptions::fp8_convs) on pnp's tile kernel: x quantised with the
+// input's scale (calibrated here on the warm-up's first run) unless its writer already wrote it
+// in e4m3; the output in e4m3 for its one FP8 reader once that reader has run in FP8, else bf16.
+// Undefined where the kernel does not take the layer: it then runs in bf16 from now on.
+at::Tensor NativeImpl::fp8_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
+                                const std::vector<int64_t>& padding) {
+  const bool quantised = x.scalar_type() == at::kFloat8_e4m3fn;
+  if (!quantised && t.x_scale == 0) {
+    if (!validating_) throw Error("native executor: " + s.name + "'s FP8 input scale was not calibrated in the warm-up");
+    t.x_scale = e4m3_activation_scale(x);
+    t.descale = (t.w_scale * t.x_scale).contiguous();
+  }
+  at::Tensor xq = quantised ? x : at::Tensor();
+  if (!quantised && native::e4m3_quantize_nhwc_applies(x)) xq = native::e4m3_quantize_nhwc(x, t.x_scale);
+  if (!xq.defined() || !native::wgmma_conv_fp8_applies(xq, t.wq, padding, z)) {
+    // (a writer makes e4m3 only for a reader that ran in FP8, which then always does)
+    if (quantised) throw Error("native executor: " + s.name + " got an e4m3 input its FP8 kernel does not take");
+    t.fp8 = false;
+    notes_.push_back("FP8: " + s.name + " runs in bf16 (pnp's FP8 kernel does not take its tensors)");
+    return {};
+  }
+  at::ScalarType out = at::kBFloat16;
+  double out_scale = 1.0;
+  if (t.fp8_reader >= 0) {
+    const Bound& r = bound_[static_cast<size_t>(t.fp8_reader)];
+    if (r.fp8 && r.fp8_used && r.x_scale > 0) out = at::kFloat8_e4m3fn, out_scale = r.x_scale;
+  }
+  t.fp8_used = true;
+  return native::wgmma_conv_fp8(xq, t.wq, t.descale, t.has_bias ? &t.b : nullptr, z, s.relu, padding, out, out_scale);
+}
+
 bool NativeImpl::wgmma_applies(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
                                const std::vector<int64_t>& padding) {
   return native::wgmma_conv_applies(x, t.w, s.stride, padding, s.groups, z);

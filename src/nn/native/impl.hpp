@@ -11,6 +11,7 @@
 // The cuDNN graphs themselves live in cudnn_epilogue.cpp, the cache's files in plan_cache.cpp.
 #pragma once
 
+#include "pnp/nn/fp8.hpp"
 #include "pnp/nn/native.hpp"
 #include "pnp/timing.hpp"
 #include "plan.hpp"
@@ -80,6 +81,16 @@ struct Bound {
   // (wgmma_conv.hpp; NativeOptions::wgmma_convs): chosen by timing with the cuDNN graphs where
   // those are (epilogue), else always; wgmma_used: it did in the warm-up
   bool wgmma = false, wgmma_used = false;
+  // FP8 (NativeOptions::fp8_convs): wq the weight in e4m3 (channels-last) and w_scale its scale
+  // per output channel (float32 [C_out]); x_scale the input's, calibrated on the warm-up's first
+  // run (0: not yet), and descale = x_scale * w_scale, what the kernel multiplies by. fp8_reader:
+  // the step of the one FP8 convolution that reads this one's output as its input (-1: none, or
+  // other readers too), for which this one writes e4m3 once that reader has run in FP8.
+  // fp8_used: it ran in FP8 (else in bf16, for good: fp8 is then false)
+  bool fp8 = false, fp8_used = false;
+  at::Tensor wq, w_scale, descale;
+  double x_scale = 0;
+  int fp8_reader = -1;
 };
 
 #ifdef PNP_HAVE_CUDNN_FE
@@ -119,6 +130,8 @@ class NativeImpl final : public NativeExecutor {
  private:
   // ---- materialising the plan (materialise.cpp) ----------------------------------------------
   void materialise(const Weights& w);
+  void materialise_fp8(Bound& t, const PlanStep& s, const at::Tensor& W);
+  void link_fp8_readers();
   void allocate();
   at::Tensor slot_view(const PlanStep& s) const;
 
@@ -131,6 +144,8 @@ class NativeImpl final : public NativeExecutor {
   at::Tensor conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
                   const std::vector<int64_t>& padding, const at::Tensor* x2 = nullptr);
 #ifdef PNP_HAVE_WGMMA_CONV
+  at::Tensor fp8_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
+                      const std::vector<int64_t>& padding);
   static bool wgmma_applies(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,
                             const std::vector<int64_t>& padding);
 #endif
@@ -205,6 +220,7 @@ class NativeImpl final : public NativeExecutor {
   // ---- the plan cache's use (plan_cache_glue.cpp) ----------------------------------------------
   native::PlanCache& plan_cache();
   std::string network_key() const;
+  std::string fp8_key() const;
   bool capture_from_plan_cache();
   void remember_network();
   void remember(native::PlanCache& cache, const std::string& layout, const Epilogue& e);

@@ -67,6 +67,9 @@ void NativeImpl::materialise(const Weights& w) {
                  (dtype_ == at::kFloat || dtype_ == at::kBFloat16);
       t.wgmma = device_.is_cuda() && opt_.wgmma_convs && cl_ && g_.dim == 2 &&
                 (dtype_ == at::kFloat || dtype_ == at::kBFloat16);
+      if (t.wgmma && dtype_ == at::kBFloat16 && s.groups == 1 && s.x2 < 0 &&
+          std::find(opt_.fp8_convs.begin(), opt_.fp8_convs.end(), s.head) != opt_.fp8_convs.end())
+        materialise_fp8(t, s, W);
       // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
       if (t.cudnn && !t.b.defined())
         t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
@@ -100,6 +103,7 @@ void NativeImpl::materialise(const Weights& w) {
       t.var = to_dev(param(s.bn_keys.var), false);
     }
   }
+  link_fp8_readers();
 #ifdef PNP_HAVE_CUDA
   std::vector<std::array<int64_t, 3>> shapes;  // each product's C_in, C_out (its weight's) and input width
   for (const auto& [k, wt] : stride2_) shapes.push_back({wt.size(0), wt.size(3), plan_.steps[k].shape[3] / 2});
@@ -108,6 +112,40 @@ void NativeImpl::materialise(const Weights& w) {
       for (const auto& [ci, co, w] : shapes) native::stride2_transposed_warm(ci, co, w, dt, dev);
     });
 #endif
+}
+
+// An FP8 convolution's weight (W: folded, float64 on the host) in e4m3 with its scale per output
+// channel (pnp/nn/fp8.hpp); the bf16 weight stays for where the kernel does not take the layer.
+void NativeImpl::materialise_fp8(Bound& t, const PlanStep& s, const at::Tensor& W) {
+  (void)s;
+  const E4m3Weight q = quantize_weight_e4m3(W.to(at::kFloat), /*transposed=*/false);
+  t.wq = q.q.to(device_).contiguous(cl_format(g_.dim));
+  t.w_scale = q.scale.to(device_, at::kFloat).contiguous();
+  t.fp8 = true;
+}
+
+// Each FP8 convolution whose output has one reader, an FP8 convolution reading it as its input
+// (not as a residual, through a halo or a folded add), and is not the network's output: that
+// reader's step (Bound::fp8_reader).
+void NativeImpl::link_fp8_readers() {
+  std::vector<std::vector<size_t>> readers(g_.nodes.size());
+  for (size_t k = 0; k < plan_.steps.size(); ++k) {
+    const PlanStep& s = plan_.steps[k];
+    std::vector<int> read = s.in;
+    if (s.cat_other >= 0) read.push_back(s.cat_other);
+    std::sort(read.begin(), read.end());
+    read.erase(std::unique(read.begin(), read.end()), read.end());
+    for (int v : read) readers[static_cast<size_t>(v)].push_back(k);
+  }
+  for (size_t k = 0; k < plan_.steps.size(); ++k) {
+    const int v = plan_.steps[k].out;
+    if (!bound_[k].fp8 || v == g_.output() || readers[static_cast<size_t>(v)].size() != 1) continue;
+    const size_t r = readers[static_cast<size_t>(v)][0];
+    const PlanStep& rs = plan_.steps[r];
+    if (bound_[r].fp8 && rs.kind == StepKind::conv && !rs.in.empty() && rs.in[0] == v && rs.z != v && rs.halo < 0 &&
+        rs.x2 < 0)
+      bound_[k].fp8_reader = static_cast<int>(r);
+  }
 }
 
 void NativeImpl::allocate() {

@@ -88,6 +88,30 @@ bool hopper_kernels_default() {
   throw InputError("PNP_KERNELS = \"" + k + "\": expected \"portable\" (no sm_90-only kernels) or \"hopper\"");
 }
 
+bool native_has_fp8(at::Device device, const NativeOptions& opt) {
+#ifdef PNP_HAVE_WGMMA_CONV
+  if (!device.is_cuda() || !opt.wgmma_convs || !opt.channels_last) return false;
+  c10::DeviceGuard guard(concrete_device(device));
+  return native::kernels::wgmma_conv_fp8_supported(64, 64, 3, 3);
+#else
+  (void)device, (void)opt;
+  return false;
+#endif
+}
+
+std::vector<int> fp8_conv_candidates(const Graph& g) {
+  std::vector<int> out;
+  if (g.dim != 2) return out;
+  for (const Node& n : g.nodes) {
+    const Attrs& a = n.attrs;
+    if (n.op != OpKind::conv || a.groups != 1 || a.in_channels <= 0 || a.out_channels <= 0 || a.in_channels % 64 || a.out_channels % 64 || a.kernel.size() != 2)
+      continue;
+    if (a.stride != std::vector<int64_t>{1, 1} || a.kernel[0] > 9 || a.kernel[1] > 9) continue;
+    out.push_back(n.id);
+  }
+  return out;
+}
+
 int64_t native_slot_bytes(const Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes) {
   const NativeOptions o;
   return native::make_plan(g, infer_shapes(g, input_shape),

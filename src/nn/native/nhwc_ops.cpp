@@ -7,6 +7,8 @@
 
 #include <c10/cuda/CUDAStream.h>
 
+#include <cmath>
+
 namespace pnp::nn::native {
 
 namespace {
@@ -68,6 +70,22 @@ at::Tensor max_pool2(const at::Tensor& x) {
   a.n = static_cast<int>(x.size(0)), a.h = static_cast<int>(x.size(2)), a.w = static_cast<int>(x.size(3));
   a.c = static_cast<int>(x.size(1)), a.bf16 = x.scalar_type() == at::kBFloat16;
   if (!kernels::launch_max_pool2(a, stream())) throw Error("max_pool2: the kernel launch failed");
+  return y;
+}
+
+bool e4m3_quantize_nhwc_applies(const at::Tensor& x) {
+  return x.is_cuda() && x.scalar_type() == at::kBFloat16 && nhwc(x) && aligned16(x) && x.size(1) % 8 == 0 &&
+         x.numel() > 0;
+}
+
+at::Tensor e4m3_quantize_nhwc(const at::Tensor& x, double scale) {
+  if (!e4m3_quantize_nhwc_applies(x)) throw Error("e4m3_quantize_nhwc: x must be an aligned, channels-last bf16 CUDA tensor");
+  if (!(scale > 0 && std::isfinite(scale))) throw Error("e4m3_quantize_nhwc: the scale must be positive and finite");
+  at::Tensor y = at::empty(x.sizes(), x.options().dtype(at::kFloat8_e4m3fn).memory_format(at::MemoryFormat::ChannelsLast));
+  kernels::E4m3QuantizeArgs a;
+  a.x = x.data_ptr(), a.y = y.data_ptr(), a.n = x.numel();
+  a.inv_scale = static_cast<float>(1.0 / scale);
+  if (!kernels::launch_e4m3_quantize(a, stream())) throw Error("e4m3_quantize_nhwc: the kernel launch failed");
   return y;
 }
 

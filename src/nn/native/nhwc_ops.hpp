@@ -43,4 +43,14 @@ bool max_pool2_applies(const at::Tensor& x, const std::vector<int64_t>& kernel, 
 // The max pool of max_pool2_applies into a new channels-last tensor, on the current CUDA stream.
 at::Tensor max_pool2(const at::Tensor& x);
 
+// Whether e4m3_quantize_nhwc takes x: CUDA, bf16, 4D channels-last, 16-byte aligned, C a
+// multiple of 8.
+bool e4m3_quantize_nhwc_applies(const at::Tensor& x);
+
+// x / scale in float8_e4m3fn (round to nearest even, saturating at +-448: pnp/nn/fp8.hpp's
+// e4m3_quantize, computed as x times 1 / scale in float32), channels-last, in one pass on the
+// current CUDA stream: an FP8 convolution's input (wgmma_conv.hpp). Throws pnp::Error where
+// e4m3_quantize_nhwc_applies is false or scale is not positive and finite.
+at::Tensor e4m3_quantize_nhwc(const at::Tensor& x, double scale);
+
 }  // namespace pnp::nn::native

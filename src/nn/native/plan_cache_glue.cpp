@@ -23,6 +23,13 @@ native::PlanCache& NativeImpl::plan_cache() {
   return *plan_cache_;
 }
 
+// The FP8 convolutions' part of network_key (empty without them).
+std::string NativeImpl::fp8_key() const {
+  std::string k;
+  for (int id : opt_.fp8_convs) k += (k.empty() ? " fp8" : ",") + std::to_string(id);
+  return k;
+}
+
 // The plan cache's name for this network's list of layouts: what decides which layouts it
 // meets (the layouts themselves are keyed by everything else, plan_cache.hpp).
 std::string NativeImpl::network_key() const {
@@ -30,7 +37,7 @@ std::string NativeImpl::network_key() const {
          std::to_string(opt_.fuse) + " fused_bf16 " + std::to_string(opt_.cudnn_fused_bf16) + " graph_convs " +
          std::to_string(opt_.cudnn_graph_convs) + (opt_.upsample_conv ? "" : " no upsample_conv") +
          (opt_.narrow_convs ? " narrow_convs" : "") + (opt_.wgmma_convs ? " wgmma_convs" : "") +
-         (opt_.nhwc_kernels ? " nhwc_kernels" : "");
+         (opt_.nhwc_kernels ? " nhwc_kernels" : "") + fp8_key();
 }
 
 // Compiled from the plan cache (plan_cache.hpp, the network's list): every layout's choice
@@ -39,7 +46,8 @@ std::string NativeImpl::network_key() const {
 // heuristics). False, with a note, when the list is missing or stale, an entry does not load,
 // or the capture fails (then the compile warms up as without the list; what did load stays).
 bool NativeImpl::capture_from_plan_cache() {
-  if (!opt_.cuda_graph || aten_benchmark() || !opt_.cudnn_epilogues) return false;
+  // (FP8 calibrates its scales in a warm-up run)
+  if (!opt_.cuda_graph || aten_benchmark() || !opt_.cudnn_epilogues || !opt_.fp8_convs.empty()) return false;
   native::PlanCache& cache = plan_cache();
   if (!cache.enabled()) return false;
   std::string why;
@@ -94,7 +102,7 @@ bool NativeImpl::capture_from_plan_cache() {
 // (not with ATen's benchmark, whose choices no list can hold: such a compile warms up anyway).
 void NativeImpl::remember_network() {
   native::PlanCache& cache = plan_cache();
-  if (!cache.enabled() || epilogues_.empty() || !captured_ || aten_benchmark()) return;
+  if (!cache.enabled() || epilogues_.empty() || !captured_ || aten_benchmark() || !opt_.fp8_convs.empty()) return;
   native::PlanCache::Layouts layouts;
   for (const auto& [key, e] : epilogues_) {
     if (e.pending.valid()) return;

@@ -4,6 +4,8 @@
 #include "nhwc_ops_kernels.hpp"
 #include "nhwc_vec.cuh"
 
+#include <cuda_fp8.h>
+
 #include <cstdint>
 
 namespace pnp::nn::native::kernels {
@@ -84,6 +86,24 @@ __global__ void __launch_bounds__(kThreads) max_pool2_kernel(MaxPool2Args a) {
   }
 }
 
+// Eight bf16 values (one 16-byte piece) to eight e4m3 ones (8 bytes) per thread, grid-stride.
+__global__ void __launch_bounds__(kThreads) e4m3_quantize_kernel(E4m3QuantizeArgs a) {
+  const __nv_bfloat16* __restrict__ x = static_cast<const __nv_bfloat16*>(a.x);
+  uint2* __restrict__ y = static_cast<uint2*>(a.y);
+  const long long pieces = a.n / 8;
+  for (long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; i < pieces;
+       i += static_cast<long long>(gridDim.x) * kThreads) {
+    float f[8];
+    Piece<__nv_bfloat16>::load(x + i * 8, f);
+    unsigned short q[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      q[k] = __nv_cvt_float2_to_fp8x2(make_float2(f[2 * k] * a.inv_scale, f[2 * k + 1] * a.inv_scale), __NV_SATFINITE,
+                                      __NV_E4M3);
+    y[i] = make_uint2(q[0] | (static_cast<unsigned>(q[1]) << 16), q[2] | (static_cast<unsigned>(q[3]) << 16));
+  }
+}
+
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
@@ -116,6 +136,14 @@ bool launch_max_pool2(const MaxPool2Args& a, void* stream) {
     max_pool2_kernel<__nv_bfloat16><<<grid, kThreads, 0, s>>>(a);
   else
     max_pool2_kernel<float><<<grid, kThreads, 0, s>>>(a);
+  return cudaGetLastError() == cudaSuccess;
+}
+
+bool launch_e4m3_quantize(const E4m3QuantizeArgs& a, void* stream) {
+  if (a.n <= 0 || a.n % 8 || !a.x || !a.y || !aligned(a.x) || !aligned(a.y)) return false;
+  const long long blocks = (a.n / 8 + kThreads - 1) / kThreads;
+  const dim3 grid(static_cast<unsigned>(blocks < 8192 ? blocks : 8192));
+  e4m3_quantize_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);
   return cudaGetLastError() == cudaSuccess;
 }
 

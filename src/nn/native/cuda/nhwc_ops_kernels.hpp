@@ -34,4 +34,17 @@ struct MaxPool2Args {
 // Launches it on the CUDA stream; false as launch_phase_shuffle.
 bool launch_max_pool2(const MaxPool2Args& a, void* stream);
 
+// An activation into FP8 for pnp's e4m3 convolutions: y[i] = e4m3(x[i] * inv_scale), rounded to
+// nearest even with saturation at +-448 (as the FP8 tile kernel's e4m3 output, wgmma_sm90.cuh).
+// x bf16, y float8_e4m3fn, n elements (a multiple of 8), both 16-byte aligned.
+struct E4m3QuantizeArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  long long n = 0;
+  float inv_scale = 1.f;
+};
+
+// Launches it on the CUDA stream; false as launch_phase_shuffle.
+bool launch_e4m3_quantize(const E4m3QuantizeArgs& a, void* stream);
+
 }  // namespace pnp::nn::native::kernels
