@@ -256,6 +256,32 @@ TEST_CASE("native: sigma is a runtime value (DRUNet)") {
   CHECK(rel_err(nat->forward(x, 0.1), a) == 0.0);
 }
 
+TEST_CASE("native: the FP8 candidates are the stride-1 convolutions of 64-multiple channels (fp8_conv_candidates)") {
+  // DRUNet at its study widths: the 56 residual-block convolutions (28 blocks x 2); not the head
+  // (2 inputs), the tail (1 output), the three strided downs or the three transposed ups
+  const Graph d = make("drunet", 2, 1, {64, 128, 256, 512}, 4);
+  const std::vector<int> c = fp8_conv_candidates(d);
+  CHECK(c.size() == 56);
+  int convs = 0;
+  for (const Node& n : d.nodes) {
+    if (n.op != OpKind::conv && n.op != OpKind::conv_transpose) continue;
+    ++convs;
+    const bool in = std::find(c.begin(), c.end(), n.id) != c.end();
+    const bool wide = n.attrs.in_channels % 64 == 0 && n.attrs.out_channels % 64 == 0;
+    const bool plain = n.op == OpKind::conv && n.attrs.stride == std::vector<int64_t>{1, 1};
+    INFO(n.name);
+    CHECK(in == (wide && plain));
+  }
+  CHECK(convs == 56 + 2 + 3 + 3);
+  // DnCNN at 64 features: the middle layers (64 -> 64), not the first (1 in) or the last (1 out)
+  CHECK(fp8_conv_candidates(make("dncnn", 2, 1, {64}, 6)).size() == 4);
+  // narrower networks, and 3D ones, have none
+  CHECK(fp8_conv_candidates(make("drunet", 2, 1, {2, 3, 4, 5}, 1)).empty());
+  CHECK(fp8_conv_candidates(make("dncnn", 3, 1, {64}, 4)).empty());
+  // and without a Hopper GPU there is no FP8 to run
+  CHECK_FALSE(native_has_fp8(at::kCPU, NativeOptions{}));
+}
+
 TEST_CASE("native rejects another input shape and bad arguments") {
   Graph g = make("dncnn", 2, 1, {4}, 3);
   Weights w = random_weights(g, 1);
