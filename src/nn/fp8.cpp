@@ -1,8 +1,10 @@
 // FP8 (e4m3) emulation of the denoiser (include/pnp/nn/fp8.hpp).
 #include "pnp/nn/fp8.hpp"
+#include "pnp/nn/native.hpp"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -68,7 +70,15 @@ std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep) {
   if (keep == "head") return {convs.front()};
   if (keep == "tail") return {convs.back()};
   if (keep == "head_tail") return {convs.front(), convs.back()};
-  throw InputError("fp8 kept layers: expected \"none\", \"head\", \"tail\" or \"head_tail\", got \"" + keep + "\"");
+  if (keep == "native") {  // what denoiser.precision = "fp8" runs outside FP8
+    const std::vector<int> fp8 = fp8_conv_candidates(g);
+    std::set<int> kept;
+    for (int id : convs)
+      if (std::find(fp8.begin(), fp8.end(), id) == fp8.end()) kept.insert(id);
+    return kept;
+  }
+  throw InputError("fp8 kept layers: expected \"none\", \"head\", \"tail\", \"head_tail\" or \"native\", got \"" + keep +
+                   "\"");
 }
 
 std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weights, at::Device device,

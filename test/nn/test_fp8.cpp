@@ -4,10 +4,12 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "nn_test_util.hpp"
 #include "pnp/nn/fp8.hpp"
+#include "pnp/nn/native.hpp"
 
 using namespace pnp;
 using namespace pnp::nn;
@@ -116,6 +118,14 @@ TEST_CASE("fp8-emulated executor: kept layers, calibration, error against float3
   CHECK(fp8_kept_convs(g, "none").empty());
   CHECK(fp8_kept_convs(g, "head_tail").size() == 2);
   CHECK_THROWS_AS(fp8_kept_convs(g, "middle"), InputError);
+  // "native": all but the FP8 kernel's layers; at 16 features this DnCNN has none, so every
+  // convolution is kept; at 64, its middle ones run in FP8
+  CHECK(fp8_kept_convs(g, "native").size() == 3);
+  const Graph g64 = make("dncnn", 2, 1, 1, {64}, 5);
+  const std::set<int> kept64 = fp8_kept_convs(g64, "native");
+  CHECK(kept64.size() == 2);  // the first (1 in) and the last (1 out)
+  for (int id : fp8_conv_candidates(g64)) CHECK(kept64.count(id) == 0);
+  CHECK(at::equal(make_fp8_emulated(g, w, at::kCPU, "native")->forward(x, 0.05), ref));  // nothing quantised
   double prev = 1e9;
   for (const char* keep : {"none", "head_tail"}) {
     auto ex = make_fp8_emulated(g, w, at::kCPU, keep);
