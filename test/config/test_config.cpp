@@ -110,6 +110,26 @@ TEST_CASE("--set overrides with the same validation") {
   CHECK(override_error("nodot=3") == "--set nodot=3: expected section.key=value");
 }
 
+TEST_CASE("load_config checks the cross-key rules once, after every --set: their order does not matter") {
+  const auto path = pnp::test::scratch_dir("config_order") / "c.toml";
+  std::ofstream(path) << "[problem]\nsize = 64\n[distributed]\ndevice = \"cuda\"\n";
+  // fp8 needs a compiled mode; the default is "none": either order of the two --set is one config
+  const Config a = pnp::load_config(path, {"denoiser.precision=fp8", "compile.mode=pre"});
+  const Config b = pnp::load_config(path, {"compile.mode=pre", "denoiser.precision=fp8"});
+  CHECK(a.denoiser.precision == "fp8");
+  CHECK(a.to_toml() == b.to_toml());
+  // a combination still refused names the file and every override; a bad key or value names its --set
+  try {
+    pnp::load_config(path, {"denoiser.precision=fp8", "problem.angles=90"});
+    FAIL("fp8 without a compiled mode was accepted");
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    CHECK(m.rfind(path.string() + " with --set denoiser.precision=fp8 --set problem.angles=90: denoiser.precision", 0) == 0);
+  }
+  CHECK_THROWS_WITH_AS(pnp::load_config(path, {"compile.mode=pre", "problem.size=abc"}),
+                       "--set problem.size=abc: problem.size: must be an integer, got string 'abc'", InputError);
+}
+
 TEST_CASE("printing the effective config and parsing it back is the identity") {
   Config c = parse_config("[problem]\nsize = 300\n[denoiser]\nfeatures = [32, 64]\nsigma = 0.05\n[output]\nfile = \"x.h5\"\n",
                           "t.toml", ".");

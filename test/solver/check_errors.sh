@@ -38,7 +38,7 @@ layer_case "layer + input halo" 'leave it at 0' 2 --set distributed.halo=8
 layer_case "layer, more ranks than 8 px blocks" 'cannot split a 12 px side into 3 tiles' 3 --set problem.size=12 \
   --set denoiser.architecture=drunet --set 'denoiser.features=[4,6,8,10]' --set denoiser.blocks=1
 
-# Volumes, 3D denoisers and the FP8 emulation refuse what they cannot do, before any work.
+# Volumes, 3D denoisers, FP8 and its emulation refuse what they cannot do, before any work.
 refused_case() {  # name, expected message (grep -E), ranks, then --set arguments
   local name=$1 msg=$2 n=$3; shift 3
   "${mpirun[@]}" -n "$n" "$recon" "$small" "$@" --output "$dir/r.h5" >"$dir/out" 2>"$dir/err"; rc=$?
@@ -53,6 +53,10 @@ refused_case "3D layer halo off the network's grid" 'network.s grid of 8 slices'
   --set distributed.halo_mode=layer --set problem.size=32 --set denoiser.features=[8,16,16,16] --set denoiser.blocks=1
 refused_case "fp8 emulation compiled" 'fp8_emulated. is the eager reference' 1 --set denoiser.precision=fp8_emulated \
   --set compile.mode=pre
+refused_case "fp8 on the CPU" 'fp8. runs pnp.s FP8 convolutions on a Hopper GPU, so it needs distributed.device = .cuda.' 1 \
+  --set denoiser.precision=fp8 --set compile.mode=pre
+refused_case "fp8 on 2 ranks" 'fp8. runs on one rank' 2 --set denoiser.precision=fp8 --set compile.mode=pre \
+  --set distributed.device=auto
 refused_case "fp64 compiled" 'fp64. is the CPU reference in float64, eager only' 1 --set solver.precision=fp64 \
   --set compile.mode=pre
 refused_case "fp64 with a checkpoint" 'without checkpoints' 1 --set solver.precision=fp64 --set compile.mode=none \

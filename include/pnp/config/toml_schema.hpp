@@ -191,8 +191,10 @@ class Schema {
   Schema(std::vector<std::string> sections, std::vector<Field<C>> fields, Validate validate = {})
       : sections_(std::move(sections)), fields_(std::move(fields)), validate_(std::move(validate)) {}
 
-  // Parses text on top of `defaults` (relative paths resolve against base_dir).
-  C parse(std::string_view text, const std::string& source, const std::filesystem::path& base_dir, C defaults = {}) const {
+  // Parses text on top of `defaults` (relative paths resolve against base_dir); the whole
+  // checked (the validator's cross-key rules) unless `validate` is false.
+  C parse(std::string_view text, const std::string& source, const std::filesystem::path& base_dir, C defaults = {},
+          bool validate = true) const {
     toml::table root = parse_document(text, source);
     C cfg = std::move(defaults);
     for (const auto& [sec_key, sec_node] : root) {
@@ -208,18 +210,28 @@ class Schema {
         note_given(cfg, f.name());
       }
     }
-    if (validate_) validate_(cfg, source);
+    if (validate && validate_) validate_(cfg, source);
     return cfg;
   }
+  // The file, then the overrides in order, each key checked as it is set; the cross-key rules
+  // once on the result, so that no order of --set matters (a file's combination that its
+  // overrides change is not refused first). Their errors name the file and the overrides.
   C load(const std::filesystem::path& path, const std::vector<std::string>& overrides = {}, C defaults = {}) const {
     std::string text = read_text_file(path, "config file");
     auto base = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    C cfg = parse(text, path.string(), base, std::move(defaults));
-    for (const auto& o : overrides) apply_override(cfg, o);
+    C cfg = parse(text, path.string(), base, std::move(defaults), overrides.empty());
+    if (overrides.empty()) return cfg;
+    std::string source = path.string() + " with";
+    for (const auto& o : overrides) {
+      apply_override(cfg, o, /*validate=*/false);
+      source += " --set " + o;
+    }
+    if (validate_) validate_(cfg, source);
     return cfg;
   }
-  // "section.key=value": TOML value syntax, bare words taken as strings; validated like a file.
-  void apply_override(C& cfg, std::string_view assignment) const {
+  // "section.key=value": TOML value syntax, bare words taken as strings; validated like a file
+  // (the cross-key rules too, unless `validate` is false: load checks them after the last).
+  void apply_override(C& cfg, std::string_view assignment, bool validate = true) const {
     std::string a(assignment);
     Where w{"--set " + a, 0, std::filesystem::current_path()};
     Assignment s = split_assignment(a, w);
@@ -227,7 +239,7 @@ class Schema {
     toml::table parsed = parse_override_value(s.value);
     f.set(cfg, *parsed.get("v"), w);
     note_given(cfg, f.name());
-    if (validate_) validate_(cfg, w.source);
+    if (validate && validate_) validate_(cfg, w.source);
   }
   // Every key in schema order, as TOML that parses back to the same config.
   std::string to_toml(const C& cfg) const {
