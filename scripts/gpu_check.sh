@@ -4,7 +4,7 @@
 #   scripts/gpu_check.sh [--no-build] [--quick] [--out DIR] [--path both|hopper|portable] [--only LIST]
 # --quick: test_solver and the native and NCCL runs only (no test_native/physics/nn, no inductor).
 # --only: these sections only, comma-separated: tests (1.), recon (2.-4.), budget (5.), volume (6.),
-# sm80 (7.); for a device call too short for the tier (its closing line counts what ran).
+# sm80 (7.), fp8 (8.); for a device call too short for the tier (its closing line counts what ran).
 # --path: the kernels' path. hopper: as the GPU allows (pnp's sm_90 kernels on a Hopper GPU);
 # portable: with PNP_KERNELS=portable, the path an A100 takes (cuDNN and pnp's portable kernels);
 # both (the default): hopper, then the tier again on the portable path into DIR/portable, each
@@ -32,7 +32,10 @@
 #     1024² under a budget that streams the slab through the GPU: equal to the resident run, its
 #     peak under the budget and the estimate;
 #  7. (hopper pass only) the sm_80 build: the CUDA libraries configured and compiled for compute
-#     capability 8.0 (build/gpu_sm80), so the A100's build stays a tested target.
+#     capability 8.0 (build/gpu_sm80), so the A100's build stays a tested target;
+#  8. (hopper pass only, a GPU of compute capability 9.0) FP8: the 1024² reconstruction with
+#     denoiser.precision = "fp8" against "bf16" (native, pre): non-blank, its final PSNR within
+#     1 dB of bf16's and its image within 5 % (relative L2) of bf16's (test/gpu/check_fp8.py).
 # The build: scripts/device_build.sh when .deps/ holds the carried packages (the device tool's
 # machine), else cmake with PNP_WITH_CUDA=ON into build/gpu. Logs and outputs go to --out
 # (default $OUT when set, else gpu_check/).
@@ -52,7 +55,7 @@ while [ $# -gt 0 ]; do
       case $path in both|hopper|portable) ;; *) echo "error: --path must be both, hopper or portable" >&2; exit 2 ;; esac ;;
     --only) only=$2; shift
       for x in ${only//,/ }; do
-        case $x in tests|recon|budget|volume|sm80) ;; *) echo "error: --only takes tests, recon, budget, volume, sm80 (comma-separated), not $x" >&2; exit 2 ;; esac
+        case $x in tests|recon|budget|volume|sm80|fp8) ;; *) echo "error: --only takes tests, recon, budget, volume, sm80, fp8 (comma-separated), not $x" >&2; exit 2 ;; esac
       done ;;
     -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -208,6 +211,15 @@ if [ "$label" = hopper ] && want sm80; then
   rc=$?
   [ $rc -eq 0 ] || tail -20 "$work/build_sm80.log" | tee -a "$log"
   result "sm_80 build of the CUDA libraries ($(( $(date +%s) - t )) s)" $rc
+fi
+
+# 8. FP8 against bf16 (the Hopper pass: the portable path has no FP8 kernel, and refuses it)
+if [ "$label" = hopper ] && want fp8 && [ "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1)" = 9.0 ]; then
+  for p in fp8 bf16; do recon "precision_$p" --set compile.mode='"pre"' --set denoiser.precision="\"$p\""; done
+  $py test/gpu/check_fp8.py "$work/precision_fp8.h5" "$work/precision_bf16.h5" >"$work/fp8.log" 2>&1
+  rc=$?
+  tee -a "$log" <"$work/fp8.log"
+  result "fp8: 1024² against bf16, non-blank, within 1 dB of its final PSNR and 5 % of its image" $rc
 fi
 
 (cd "$work" && tar czf - -- *.log *.txt) >"$out/gpu_check_logs.tgz"
