@@ -69,7 +69,7 @@ void validate(const Config& c, const std::string& source) {
   }
   if (c.denoiser.precision == "fp8_emulated" && c.compile.mode != CompileMode::none)
     throw InputError(source + ": denoiser.precision = \"fp8_emulated\" is the eager reference of FP8: set compile.mode = "
-                     "\"none\" (no compiled FP8 path exists yet)");
+                     "\"none\" (the compiled FP8 path is denoiser.precision = \"fp8\")");
   if (c.denoiser.channels != 1)
     throw InputError(source + ": denoiser.channels = " + std::to_string(c.denoiser.channels) +
                      ": a CT image has one channel, so the denoiser must take 1");

@@ -189,7 +189,7 @@ struct NativeOptions {
   // output it returns is what later calls compute (a compile from the plan cache's list, which
   // has no warm-up run, is not used). A convolution whose output only one such convolution reads
   // writes it in e4m3 with that reader's scale; the others write bf16, quantised by their readers
-  // in one pass (nhwc_ops.hpp). Empty: none (bf16 throughout). fp8_convs() names the candidates.
+  // in one pass (nhwc_ops.hpp). Empty: none (bf16 throughout). fp8_conv_candidates names the candidates.
   std::vector<int> fp8_convs;
 };
 

@@ -130,7 +130,7 @@ class NativeImpl final : public NativeExecutor {
  private:
   // ---- materialising the plan (materialise.cpp) ----------------------------------------------
   void materialise(const Weights& w);
-  void materialise_fp8(Bound& t, const PlanStep& s, const at::Tensor& W);
+  void materialise_fp8(Bound& t, const at::Tensor& W);
   void link_fp8_readers();
   void allocate();
   at::Tensor slot_view(const PlanStep& s) const;

@@ -69,7 +69,7 @@ void NativeImpl::materialise(const Weights& w) {
                 (dtype_ == at::kFloat || dtype_ == at::kBFloat16);
       if (t.wgmma && dtype_ == at::kBFloat16 && s.groups == 1 && s.x2 < 0 &&
           std::find(opt_.fp8_convs.begin(), opt_.fp8_convs.end(), s.head) != opt_.fp8_convs.end())
-        materialise_fp8(t, s, W);
+        materialise_fp8(t, W);
       // cuDNN's fused ops otherwise allocate and fill a zero bias on every call
       if (t.cudnn && !t.b.defined())
         t.b = at::zeros({s.out_channels}, at::TensorOptions().dtype(dtype_).device(device_));
@@ -116,8 +116,7 @@ void NativeImpl::materialise(const Weights& w) {
 
 // An FP8 convolution's weight (W: folded, float64 on the host) in e4m3 with its scale per output
 // channel (pnp/nn/fp8.hpp); the bf16 weight stays for where the kernel does not take the layer.
-void NativeImpl::materialise_fp8(Bound& t, const PlanStep& s, const at::Tensor& W) {
-  (void)s;
+void NativeImpl::materialise_fp8(Bound& t, const at::Tensor& W) {
   const E4m3Weight q = quantize_weight_e4m3(W.to(at::kFloat), /*transposed=*/false);
   t.wq = q.q.to(device_).contiguous(cl_format(g_.dim));
   t.w_scale = q.scale.to(device_, at::kFloat).contiguous();

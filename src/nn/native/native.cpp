@@ -104,9 +104,9 @@ std::vector<int> fp8_conv_candidates(const Graph& g) {
   if (g.dim != 2) return out;
   for (const Node& n : g.nodes) {
     const Attrs& a = n.attrs;
-    if (n.op != OpKind::conv || a.groups != 1 || a.in_channels <= 0 || a.out_channels <= 0 || a.in_channels % 64 || a.out_channels % 64 || a.kernel.size() != 2)
-      continue;
-    if (a.stride != std::vector<int64_t>{1, 1} || a.kernel[0] > 9 || a.kernel[1] > 9) continue;
+    if (n.op != OpKind::conv || a.groups != 1 || a.kernel.size() != 2 || a.stride != std::vector<int64_t>{1, 1}) continue;
+    if (a.in_channels <= 0 || a.out_channels <= 0 || a.in_channels % 64 || a.out_channels % 64) continue;
+    if (a.kernel[0] > 9 || a.kernel[1] > 9) continue;
     out.push_back(n.id);
   }
   return out;
