@@ -47,17 +47,20 @@ void limit_device_memory(c10::Device d, double bytes, bool grow_in_place = false
 // on an H100). The choices stay cached per shape; release_memory_hold puts
 // denoiser.memory_limit_gb (or no bound) back once every shape has run (nothing when nothing is
 // held). `estimate` and `budget` in bytes (budget <= 0: none).
-// The hold is the estimate plus kHoldSlack of it (never past the budget): the estimate bounds what
-// is allocated, the hold what the allocator reserves, and a CUDA graph's private pool keeps
-// reserved blocks that no live tensor holds. Held at the estimate itself, a 32 x 1024² slab
-// streamed under 3 GB (16 slices a group, its denoiser captured) ran out of memory with 2.30 GiB
-// reserved (1.4 GiB of it in the graph's pool, 36 MiB live there) against a 2.26 GiB estimate
-// (H200, 2026-12-06); at 2 GB (2 slices a group) it ran. Held at this 5 % more, its pool kept
-// 1.47 GiB and it ran out of memory again, so a streamed slab now runs uncaptured
-// (captures_allowed); the slack stays, room for the blocks an allocator reserves unallocated.
+// The hold of a run that captures CUDA graphs is the estimate plus kHoldSlack of it (never past
+// the budget): the estimate bounds what is allocated, the hold what the allocator reserves, and a
+// graph's private pool keeps reserved blocks that no live tensor holds. Held at the estimate
+// itself, a 32 x 1024² slab streamed under 3 GB (16 slices a group, its denoiser captured) ran
+// out of memory with 2.30 GiB reserved (1.4 GiB of it in the graph's pool, 36 MiB live there)
+// against a 2.26 GiB estimate (H200, 2026-12-06); held at 5 % more, its pool kept 1.47 GiB and it
+// ran out again, so a streamed slab now runs uncaptured (captures_allowed). A run that does not
+// capture (grow_in_place: its segments grow in place, no graph pool) is held at the estimate
+// itself: the cuDNN searches fill whatever the hold leaves, and with the slack that slab's
+// allocated peak reached 1.014 x its estimate (H100, 2026-12-07).
 inline constexpr double kHoldSlack = 0.05;
-// The bytes a hold allows the allocator: (1 + kHoldSlack) x estimate, at most the budget (> 0).
-double hold_bytes(double estimate, double budget);
+// The bytes a hold allows the allocator: (1 + kHoldSlack) x estimate for a run that captures,
+// the estimate for one that does not (grow_in_place), at most the budget (> 0).
+double hold_bytes(double estimate, double budget, bool grow_in_place = false);
 void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place);
 void release_memory_hold(c10::Device d, double budget);
 // Whether a hold_memory_to_plan is in force (not yet released): an out-of-memory error then came

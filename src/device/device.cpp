@@ -94,14 +94,14 @@ namespace {
 std::atomic<bool> g_held{false};  // a hold_memory_to_plan not yet released (one device per rank)
 }  // namespace
 
-double hold_bytes(double estimate, double budget) {
-  const double hold = (1 + kHoldSlack) * estimate;
+double hold_bytes(double estimate, double budget, bool grow_in_place) {
+  const double hold = (grow_in_place ? 1.0 : 1 + kHoldSlack) * estimate;
   return budget > 0 ? std::min(budget, hold) : hold;
 }
 
 void hold_memory_to_plan(c10::Device d, double estimate, double budget, bool grow_in_place) {
   if (!d.is_cuda() || estimate <= 0) return;
-  limit_device_memory(d, hold_bytes(estimate, budget), grow_in_place);
+  limit_device_memory(d, hold_bytes(estimate, budget, grow_in_place), grow_in_place);
   g_held = true;
 }
 

@@ -30,6 +30,10 @@ def streamed_against_resident(budget, streamed, resident):
         a, b = f["/reconstruction"][...], g["/reconstruction"][...]
         stream, groups = f["/memory/stream"][()].tolist(), f["/memory/stream_groups"][()].tolist()
         peak = f["/memory/peak_bytes"][()]
+        # where the peak is: each phase's, the set-up's and the metrics' (MiB, the largest rank)
+        parts = {f"phase {k}": f[f"/memory/phase_peak_bytes/{k}"][()] for k in f["/memory/phase_peak_bytes"]}
+        parts.update({k: f[f"/memory/{k}_peak_bytes"][()] for k in ("setup", "metrics") if f"/memory/{k}_peak_bytes" in f})
+    print("  peaks (MiB): " + ", ".join(f"{k} {v.max() / 2**20:.1f}" for k, v in parts.items()))
     rel = relative(a, b)
     print(f"volume {list(a.shape)} streamed ({stream} slices x {groups} groups) under {budget} GB: peak "
           f"{peak.max() / 1e9:.3f} GB, vs the resident run relative L2 {rel:.3e}")

@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include "pnp_test.hpp"
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <functional>
@@ -1449,7 +1450,8 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
                           {128, 256, 1, 0, 6, 40},  {64, 64, 3, 1, 9, 300},  {64, 128, 3, 1, 5, 40},
                           {192, 64, 3, 1, 4, 270}};
   for (const K& k : ks)
-    for (int variant = 0; variant < 3; ++variant)  // 0: the conv alone; 1: + bias, ReLU; 2: + residual + bias
+    for (int variant = 0; variant < 3; ++variant) {  // 0: the conv alone; 1: + bias, ReLU; 2: + residual + bias
+      at::Tensor y_bf16;  // the bf16 output (the first pass): the e4m3 one's bracket
       for (bool e4m3_out : {false, true}) {
         INFO("ci " << k.ci << ", co " << k.co << ", k " << k.k << ", w " << k.w << ", variant " << variant
                    << (e4m3_out ? ", e4m3 out" : ", bf16 out"));
@@ -1487,26 +1489,36 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
         CHECK(yd.isfinite().all().item<bool>());
         const double e = rel_err(yd, ref);
         if (!e4m3_out) {
-          // float32 accumulation of exact e4m3 products (the FP8 tensor cores may keep fewer bits:
-          // cuDNN's FP8 graphs gave 1.1e-4, H200) and bf16's rounding of the output (2^-9)
+          // the tensor cores' sums of exact e4m3 products (Hopper's FP8 MMA keeps fewer bits than
+          // float32: cuDNN's FP8 graphs gave 1.1e-4, H200) and bf16's rounding of the output (2^-9)
           MESSAGE("FP8 wgmma " << k.ci << "->" << k.co << " k" << k.k << " w" << k.w << " variant " << variant
                                << ", bf16 out: rel. L2 to float64 " << e);
           CHECK(e < 8e-3);
+          y_bf16 = y.to(at::kCPU, at::kDouble);
         } else {
-          // e4m3 out: the float64 result rounded to e4m3 with the same scale, up to the elements
-          // whose float32 sum lands across a rounding boundary (one e4m3 step apart, few)
-          const at::Tensor want = e4m3_quantize(ref.to(at::kFloat), so).to(at::kDouble) * so;
-          const at::Tensor diff = (yd - want).abs();
-          const double differ = (diff > 0).to(at::kDouble).mean().item<double>();
-          const at::Tensor step = want.abs() * 0.125 + 0.001953125 * so;  // one e4m3 step (2^-9 subnormals)
+          // e4m3 out: the same sums (the same kernel, the same order) through the e4m3 epilogue.
+          // Each sum v lies within bf16's rounding of the bf16 output b (|v - b| <= 2^-8 |b|), and
+          // rounding is monotonic, so v's e4m3 lies between those of b's bracket. Against
+          // float64 itself the per-element check cannot hold: the FP8 sums' error, small against
+          // the sum of the products' magnitudes, is more than an e4m3 step of an output that
+          // cancels (H100: 0.2-2.4 % of the elements off the rounded float64, some by two steps).
+          const at::Tensor slack = y_bf16.abs() * (std::ldexp(1.0, -8) + 1e-6) + 1e-30;
+          const at::Tensor lo = e4m3_quantize((y_bf16 - slack).to(at::kFloat), so).to(at::kDouble) * so;
+          const at::Tensor hi = e4m3_quantize((y_bf16 + slack).to(at::kFloat), so).to(at::kDouble) * so;
+          const at::Tensor outside = (yd < lo) | (yd > hi);
+          const at::Tensor nearest = e4m3_quantize(y_bf16.to(at::kFloat), so).to(at::kDouble) * so;
+          const double differ = (yd != nearest).to(at::kDouble).mean().item<double>();
           MESSAGE("FP8 wgmma " << k.ci << "->" << k.co << " k" << k.k << " w" << k.w << " variant " << variant
-                               << ", e4m3 out: rel. L2 to float64 " << e << ", elements off the rounded float64 "
-                               << differ);
+                               << ", e4m3 out: rel. L2 to float64 " << e << ", elements outside the bf16 output's e4m3 "
+                               << "bracket " << outside.sum().item<int64_t>() << ", off its e4m3 rounding " << differ);
           CHECK(e < 0.05);  // e4m3's own rounding: at most 2^-4 relative
-          CHECK(differ < 0.01);
-          CHECK((diff <= step * 1.0001).all().item<bool>());
+          CHECK(outside.sum().item<int64_t>() == 0);
+          // the double rounding's ties: b on an e4m3 midpoint (1 in 16 of bf16's values a binade),
+          // rounded to even where v was not: about 1 in 32
+          CHECK(differ < 0.06);
         }
       }
+    }
   // what it does not take: bf16 operands, C_in 32 (half a 64-byte block), a float32 residual;
   // a bias not bf16 and an e4m3 output without a scale are refused
   const at::Tensor x8 = e4m3_quantize(rnd({1, 128, 8, 8}, 1).to(dev, at::kFloat), 0.01).contiguous(cl);
@@ -1572,7 +1584,16 @@ TEST_CASE("native: the executor in FP8 (NativeOptions::fp8_convs) against its em
   const Graph g = make("drunet", 2, 1, {64, 128, 256, 512}, 1);
   const std::vector<int> cand = fp8_conv_candidates(g);
   CHECK(cand.size() == 14);
-  const Weights wts = random_weights(g, 4960);
+  // Seeded weights whose body carries the output: at init_weights' scale each strided and
+  // transposed convolution passes a third of its input's power, and the head's features reach
+  // the tail almost alone (the FP8 layers' error 5.8e-5 of the output, bf16's 3.4e-3: H100).
+  // Those convolutions x4 and the residual ones x5: the FP8 error 5.2e-2, bf16's 8e-3 (CPU).
+  Weights wts = random_weights(g, 4960);
+  for (const Node& n : g.nodes) {
+    const bool resampling = n.op == OpKind::conv_transpose || (n.op == OpKind::conv && n.attrs.stride[0] == 2);
+    const double gain = std::count(cand.begin(), cand.end(), n.id) ? 5.0 : resampling ? 4.0 : 1.0;
+    if (gain != 1.0) wts[n.name + ".weight"] = wts[n.name + ".weight"] * gain;
+  }
   const std::vector<int64_t> shape{1, 1, 64, 136};
   const at::Tensor x = rnd(shape, 4961) + 0.5, xd = x.to(dev);
   const double sigma = 0.1;
@@ -1601,19 +1622,25 @@ TEST_CASE("native: the executor in FP8 (NativeOptions::fp8_convs) against its em
   const double e_q = rel_err(emu, ref64), e_b = rel_err(yb, ref64), e_n = rel_err(y1, emu), e_f = rel_err(y1, ref64);
   MESSAGE("FP8 executor, DRUNet 64-512 ch 64 x 136: rel. L2 of the emulation to float64 "
           << e_q << ", native bf16 to float64 " << e_b << ", native FP8 to the emulation " << e_n << ", to float64 " << e_f);
-  // the quantisation shows well above bf16's rounding (so the check below can see it), and the
-  // kernels reproduce it: what remains is bf16 between the layers and the e4m3 roundings that
-  // bf16's differences tip over (one e4m3 step each)
+  // The quantisation shows well above bf16's rounding, so that the checks below see it. The
+  // executor's result cannot follow the emulation element by element: bf16 between its layers
+  // tips e4m3 roundings one step over (an element in 16 or so a layer, each a step of 6-12 %),
+  // and from there on the two quantise different values, as independent as two draws of the
+  // same noise. So: FP8 changed the output as much as the quantisation does (not bf16 under
+  // another name), and no more than it does (scales, descales, hand-offs right: a wrong scale
+  // saturates or flushes, a wrong channel's descale costs the whole channel).
   CHECK(e_q > 3 * e_b);
-  CHECK(e_n < 0.75 * e_q);
+  CHECK(rel_err(y1, yb) > 0.5 * e_q);
   CHECK(e_f < 1.5 * e_q);
+  CHECK(e_n < 1.5 * e_q);
   // a second input through the first call's scales, in both
   const at::Tensor x2 = rnd(shape, 4962) * 0.8 + 0.4;
   const at::Tensor r2 = make_eager(g, wts, at::kCPU, at::kDouble)->forward(x2, 0.05);
   const at::Tensor m2 = emulated->forward(x2, 0.05), n2 = nat->forward(x2.to(dev), 0.05);
   MESSAGE("  a second input: the emulation to float64 " << rel_err(m2, r2) << ", native FP8 to the emulation "
                                                          << rel_err(n2, m2));
-  CHECK(rel_err(n2, m2) < 0.75 * rel_err(m2, r2));
+  CHECK(rel_err(n2, r2) < 1.5 * rel_err(m2, r2));
+  CHECK(rel_err(n2, m2) < 1.5 * rel_err(m2, r2));
 }
 #endif
 #endif

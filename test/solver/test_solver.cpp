@@ -506,14 +506,19 @@ TEST_CASE("holds_to_plan: float32 without TF32 on a GPU, eager or native, unless
   const MemoryPlan group_free = estimate_memory(v, g, tile, ctx, 0, 0);
   CHECK(group.workspace - group_free.workspace == doctest::Approx(2.0 * largest).epsilon(1e-9));
   CHECK(group.solver == group_free.solver);
-  // What the hold allows the allocator to reserve: the estimate and kHoldSlack more (a graph's
-  // pool keeps reserved blocks no tensor holds), never past the budget
+  // What the hold allows the allocator to reserve: for a run that captures, the estimate and
+  // kHoldSlack more (a graph's pool keeps reserved blocks no tensor holds); for one that does
+  // not (a streamed slab, patches: segments that grow in place), the estimate; never past the
+  // budget
   CHECK(kHoldSlack > 0);
   CHECK(kHoldSlack <= 0.1);  // within the issue's 10 % of the peak
   CHECK(hold_bytes(2.0e9, 0) == doctest::Approx(2.0e9 * (1 + kHoldSlack)));
   CHECK(hold_bytes(2.0e9, 3.0e9) == doctest::Approx(2.0e9 * (1 + kHoldSlack)));
   CHECK(hold_bytes(2.0e9, 2.05e9) == 2.05e9);  // the budget bounds it
   CHECK(hold_bytes(group.total(), 0) > group.total());
+  CHECK(hold_bytes(2.0e9, 0, /*grow_in_place=*/true) == 2.0e9);
+  CHECK(hold_bytes(2.0e9, 1.5e9, /*grow_in_place=*/true) == 1.5e9);
+  CHECK(hold_bytes(group.total(), 0, /*grow_in_place=*/true) == group.total());
 }
 
 TEST_CASE("captures_allowed: a tile in patches runs without CUDA graphs, a whole tile with them") {
