@@ -302,6 +302,18 @@ if resident is not None and stream1 is not None:
         peak, est = r["/memory/peak_bytes"], r["/memory/estimated_bytes"]
         if not (peak <= budget * 1e9).all() or not ((peak <= est) & (peak >= 0.9 * est)).all():
             failures.append(f"{name}: peak {peak}, estimate {est}, budget {budget} GB")
+# The GPU tier's judge of a streamed slab (test/gpu/check_volume_gpu.py --streamed), on these CPU
+# outputs, so that a change to it is tried before a GPU call spends its time on it: it passes them
+# under their budget and fails them under one their peak exceeds.
+if resident is not None and stream1 is not None:
+    judge = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "check_volume_gpu.py")
+    for budget, want in (("0.008", 0), ("0.004", 1)):
+        p = subprocess.run([sys.executable, judge, "--streamed", budget, os.path.join(work, "streamed_37.h5"),
+                            os.path.join(work, "resident_37.h5")], capture_output=True, text=True, timeout=120)
+        print(f"check_volume_gpu.py --streamed {budget}: exit {p.returncode} (expected {want})")
+        if p.returncode != want:
+            failures.append(f"check_volume_gpu.py --streamed {budget}: exit {p.returncode}, expected {want}: "
+                            f"{p.stdout[-600:]} {p.stderr[-600:]}")
 for ranks, budget, sets in [(2, 0.007, []), (4, 0.007, ["distributed.plane_ranks=2"])]:
     r = streamed(f"streamed_37_np{ranks}", ranks, budget, sets)
     if r is not None and resident is not None:
