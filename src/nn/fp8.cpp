@@ -70,15 +70,20 @@ std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep) {
   if (keep == "head") return {convs.front()};
   if (keep == "tail") return {convs.back()};
   if (keep == "head_tail") return {convs.front(), convs.back()};
-  if (keep == "native") {  // what denoiser.precision = "fp8" runs outside FP8
+  if (keep == "native" || keep == "native_wide") {  // what denoiser.precision = "fp8" runs outside FP8
     const std::vector<int> fp8 = fp8_conv_candidates(g);
     std::set<int> kept;
-    for (int id : convs)
-      if (std::find(fp8.begin(), fp8.end(), id) == fp8.end()) kept.insert(id);
+    for (const auto& n : g.nodes) {
+      if (n.op != OpKind::conv && n.op != OpKind::conv_transpose) continue;
+      const bool candidate = std::find(fp8.begin(), fp8.end(), n.id) != fp8.end();
+      // native_wide: the candidates of fewer than 128 channels in or out kept too
+      const bool narrow = std::min(n.attrs.in_channels, n.attrs.out_channels) < 128;
+      if (!candidate || (keep == "native_wide" && narrow)) kept.insert(n.id);
+    }
     return kept;
   }
-  throw InputError("fp8 kept layers: expected \"none\", \"head\", \"tail\", \"head_tail\" or \"native\", got \"" + keep +
-                   "\"");
+  throw InputError("fp8 kept layers: expected \"none\", \"head\", \"tail\", \"head_tail\", \"native\" or "
+                   "\"native_wide\", got \"" + keep + "\"");
 }
 
 std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weights, at::Device device,

@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <vector>
@@ -125,6 +126,25 @@ TEST_CASE("fp8-emulated executor: kept layers, calibration, error against float3
   const std::set<int> kept64 = fp8_kept_convs(g64, "native");
   CHECK(kept64.size() == 2);  // the first (1 in) and the last (1 out)
   for (int id : fp8_conv_candidates(g64)) CHECK(kept64.count(id) == 0);
+  // "native_wide": native's, and the candidates of fewer than 128 channels: at 64 features every
+  // DnCNN convolution is kept; of DRUNet's 56 candidates its first level's 16 (64 channels), so
+  // FP8 runs on the 40 of levels 1-3 (128-512 channels, each at least 128 in and out)
+  CHECK(fp8_kept_convs(g64, "native_wide").size() == 5);
+  const Graph dr = test::same_channels::make("drunet", 2, 1, {64, 128, 256, 512}, 4);
+  const std::vector<int> cand = fp8_conv_candidates(dr);
+  REQUIRE(cand.size() == 56);
+  const std::set<int> kept_native = fp8_kept_convs(dr, "native"), kept_wide = fp8_kept_convs(dr, "native_wide");
+  CHECK(kept_wide.size() == kept_native.size() + 16);
+  int wide = 0;
+  for (const auto& n : dr.nodes) {
+    if (n.op != OpKind::conv && n.op != OpKind::conv_transpose) continue;
+    if (kept_native.count(n.id)) CHECK(kept_wide.count(n.id) == 1);  // native's kept stay kept
+    if (!kept_wide.count(n.id)) {
+      ++wide;
+      CHECK(std::min(n.attrs.in_channels, n.attrs.out_channels) >= 128);
+    }
+  }
+  CHECK(wide == 40);
   CHECK(at::equal(make_fp8_emulated(g, w, at::kCPU, "native")->forward(x, 0.05), ref));  // nothing quantised
   double prev = 1e9;
   for (const char* keep : {"none", "head_tail"}) {
