@@ -12,7 +12,8 @@
 //   * on a Hopper GPU, pnp's own kernels (native/wgmma_conv.hpp): wgmma_bf16 (the rows kernel where
 //     it applies, else the tile kernel), and the tile kernel in FP8, bf16 out (wgmma_fp8) and e4m3
 //     out (wgmma_fp8_e4m3: the output quantised in the epilogue for the next layer, no quantising
-//     pass); level 0's 64 channels in 64-byte blocks.
+//     pass); level 0's 64 channels in 64-byte blocks; for conv + residual also wgmma_fp8_z_end,
+//     the residual loaded in the epilogue instead of into the accumulators' start (A/B).
 // Each: the fastest of --reps runs (CUDA events), TFLOP/s and its share of the GPU's dense peak,
 // and the FP8 output's relative L2 difference to bf16's (a check that both computed the same
 // convolution, not an accuracy figure: test_native holds that against float64). Then DRUNet's
@@ -104,7 +105,7 @@ int main(int argc, char** argv) {
         << ", size " << size << ", reps " << reps << "\n";
     csv << "level,channels,side,layer,precision,ms,tflops,share_of_peak,engine,rel_l2_to_bf16\n";
     const auto bf = at::TensorOptions().dtype(at::kBFloat16).device(at::kCUDA);
-    double total_bf16 = 0, total_fp8 = 0, total_quant = 0, total_wb = 0, total_wf = 0, total_we = 0;
+    double total_bf16 = 0, total_fp8 = 0, total_quant = 0, total_wb = 0, total_wf = 0, total_we = 0, total_wz = 0;
     bool hopper = false;
 #ifdef PNP_HAVE_WGMMA_CONV
     hopper = prop->major == 9 && nn::hopper_kernels_default();
@@ -159,7 +160,7 @@ int main(int argc, char** argv) {
           const double wb = native::time_on_stream_ms(
               [&] { native::wgmma_conv(x, w, &zero_b, zp, !residual, {1, 1}, {}, &yw); }, reps);
           const double ewb = rel_l2(yw, yb);
-          double wf = std::numeric_limits<double>::quiet_NaN(), we = wf, ewf = wf, ewe = wf;
+          double wf = std::numeric_limits<double>::quiet_NaN(), we = wf, ewf = wf, ewe = wf, wz = wf, ewz = wf;
           const at::Tensor wqc = wq.q.contiguous(cl);
           if (native::wgmma_conv_fp8_applies(xq, wqc, {1, 1}, zp)) {
             at::Tensor yf = at::full_like(x, std::numeric_limits<double>::quiet_NaN());
@@ -173,10 +174,20 @@ int main(int argc, char** argv) {
                 [&] { native::wgmma_conv_fp8(xq, wqc, descale, &zero_b, zp, !residual, {1, 1}, at::kFloat8_e4m3fn, so, &ye); },
                 reps);
             ewe = rel_l2(ye.to(at::kFloat) * so, yb);
+            if (residual) {  // A/B: the residual in the epilogue (WgmmaVariant::z_start off), bf16 out
+              native::WgmmaVariant v;
+              v.z_start = false;
+              at::Tensor yz = at::full_like(x, std::numeric_limits<double>::quiet_NaN());
+              wz = native::time_on_stream_ms(
+                  [&] { native::wgmma_conv_fp8(xq, wqc, descale, &zero_b, zp, false, {1, 1}, at::kBFloat16, 1.0, &yz, v); },
+                  reps);
+              ewz = rel_l2(yz, yb);
+            }
           }
           for (const auto& [prec, ms, err, roof] :
                {std::tuple{"wgmma_bf16", wb, ewb, peak.bf16_tflops}, std::tuple{"wgmma_fp8", wf, ewf, peak.fp8_tflops},
-                std::tuple{"wgmma_fp8_e4m3", we, ewe, peak.fp8_tflops}}) {
+                std::tuple{"wgmma_fp8_e4m3", we, ewe, peak.fp8_tflops}, std::tuple{"wgmma_fp8_z_end", wz, ewz, peak.fp8_tflops}}) {
+            if (!residual && std::string(prec) == "wgmma_fp8_z_end") continue;
             const double tflops = flops / (ms * 1e-3) / 1e12;
             csv << l << "," << c << "," << side << "," << layer << "," << prec << "," << ms << "," << tflops << ","
                 << (roof > 0 ? tflops / roof : 0) << "," << (std::isnan(ms) ? "none: no FP8 kernel" : "pnp") << ","
@@ -187,6 +198,7 @@ int main(int argc, char** argv) {
           total_wb += blocks * wb;
           total_wf += blocks * wf;  // NaN where a layer has no FP8 kernel
           total_we += blocks * we;
+          total_wz += blocks * (residual ? wz : wf);
         }
 #endif
       }
@@ -205,8 +217,9 @@ int main(int argc, char** argv) {
       csv << "all,,," << "drunet_3x3_residual_layers,wgmma_bf16," << total_wb << ",,,,\n";
       csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8," << total_wf << ",,,,\n";
       csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8_e4m3," << total_we << ",,,,\n";
-      std::printf("pnp's kernels: wgmma bf16 %.2f ms; FP8: bf16 out %.2f ms, e4m3 out %.2f ms\n",
-                  total_wb, total_wf, total_we);
+      csv << "all,,," << "drunet_3x3_residual_layers,wgmma_fp8_z_end," << total_wz << ",,,,\n";
+      std::printf("pnp's kernels: wgmma bf16 %.2f ms; FP8: bf16 out %.2f ms, e4m3 out %.2f ms, the residual in the "
+                  "epilogue %.2f ms\n", total_wb, total_wf, total_we, total_wz);
     }
     std::cout << "fp8_conv_time: wrote " << out << "\n";
     return 0;

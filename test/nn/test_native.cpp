@@ -1445,7 +1445,8 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
   // DRUNet's residual layers at levels 1-3 (128, 256, 512 channels, 3x3), one image row of 256
   // pixels per tile with partial tiles at the row's end (w 260, 300) and several rows per tile
   // (w 17, 40); C_out 64; a 1x1; two images. C_in 64 and 192: 64-byte blocks (the 64-byte
-  // swizzle), level 0's 64 channels among them.
+  // swizzle), level 0's 64 channels among them. With a residual, one-row tiles start their
+  // accumulators from it (WgmmaVariant::z_start), and each case runs again with it in the epilogue.
   const std::vector<K> ks{{128, 128, 3, 1, 7, 260}, {256, 64, 3, 1, 5, 300}, {512, 512, 3, 1, 4, 17},
                           {128, 256, 1, 0, 6, 40},  {64, 64, 3, 1, 9, 300},  {64, 128, 3, 1, 5, 40},
                           {192, 64, 3, 1, 4, 270}};
@@ -1495,6 +1496,16 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
                                << ", bf16 out: rel. L2 to float64 " << e);
           CHECK(e < 8e-3);
           y_bf16 = y.to(at::kCPU, at::kDouble);
+          if (variant == 2) {  // the residual in the epilogue instead of the accumulators' start
+            native::WgmmaVariant v;
+            v.z_start = false;
+            at::Tensor ye = at::full({n, k.co, oh, ow}, std::nan(""), x32.options().dtype(odt)).contiguous(cl);
+            native::wgmma_conv_fp8(xq, wqc, descale, &bb, &zb, false, {k.pad, k.pad}, odt, 1.0, &ye, v);
+            const double ee = rel_err(ye.to(at::kCPU, at::kDouble), ref);
+            MESSAGE("FP8 wgmma " << k.ci << "->" << k.co << " k" << k.k << " w" << k.w
+                                 << ", the residual in the epilogue: rel. L2 to float64 " << ee);
+            CHECK(ee < 8e-3);
+          }
         } else {
           // e4m3 out: the same sums (the same kernel, the same order) through the e4m3 epilogue.
           // Each sum v lies within bf16's rounding of the bf16 output b (|v - b| <= 2^-8 |b|), and

@@ -40,6 +40,7 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   kernels::WgmmaConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
   a.row_reuse = v.row_reuse, a.round_tf32 = v.round_tf32, a.kernel = v.kernel, a.two_consumers = v.two_consumers;
+  a.z_start = v.z_start;
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("wgmma_conv: the kernel launch failed");
   return y;
@@ -54,7 +55,7 @@ bool wgmma_conv_fp8_applies(const at::Tensor& xq, const at::Tensor& wq, const st
 
 at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& descale, const at::Tensor* b,
                           const at::Tensor* z, bool relu, const std::vector<int64_t>& padding, at::ScalarType out_dtype,
-                          double out_scale, at::Tensor* out) {
+                          double out_scale, at::Tensor* out, const WgmmaVariant& v) {
   if (!wgmma_conv_fp8_applies(xq, wq, padding, z)) throw Error("wgmma_conv_fp8: no kernel for this convolution");
   const int64_t co = wq.size(0);
   if (!descale.is_cuda() || descale.scalar_type() != at::kFloat || !descale.is_contiguous() || descale.numel() != co)
@@ -76,7 +77,7 @@ at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::
   }
   kernels::WgmmaConvArgs a;
   fill_conv_args(a, xq, wq, b, z, y, relu, padding);
-  a.fp8 = true, a.fp8_out = out_dtype == at::kFloat8_e4m3fn, a.kernel = WgmmaKernel::tiles;
+  a.fp8 = true, a.fp8_out = out_dtype == at::kFloat8_e4m3fn, a.kernel = WgmmaKernel::tiles, a.z_start = v.z_start;
   a.descale = descale.data_ptr<float>();
   a.inv_out_scale = static_cast<float>(1.0 / out_scale);
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))

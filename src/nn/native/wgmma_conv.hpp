@@ -19,11 +19,13 @@ namespace pnp::nn::native {
 using kernels::WgmmaKernel;  // which kernel: any (rows where it applies), tiles, rows
 
 // The kernel's variants (wgmma_conv_kernels.hpp), for tests: row_reuse (the tile kernel),
-// round_tf32, which kernel, and the rows kernel's float32 residual on two consumer warpgroups.
+// round_tf32, which kernel, the rows kernel's float32 residual on two consumer warpgroups, and
+// (wgmma_conv_fp8) the tile kernel's residual in the accumulators' start or in its epilogue.
 struct WgmmaVariant {
   bool row_reuse = true, round_tf32 = true;
   WgmmaKernel kernel = WgmmaKernel::any;
   bool two_consumers = false;  // (WgmmaConvArgs::two_consumers)
+  bool z_start = true;         // (WgmmaConvArgs::z_start)
 };
 
 // Whether wgmma_conv takes this convolution: CUDA on compute capability 9.0, 2D, float32 with
@@ -51,11 +53,13 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // or with out_dtype float8_e4m3fn the result divided by out_scale (the next layer's activation
 // scale), rounded to e4m3 with saturation at +-448, as e4m3_quantize does. Into a new
 // channels-last tensor, or into *out (channels-last, aligned, of the output's shape and out_dtype).
-// Throws pnp::Error where wgmma_conv_fp8_applies is false or an argument is not as above.
+// v: its z_start only (the kernel is the tile kernel). Throws pnp::Error where
+// wgmma_conv_fp8_applies is false or an argument is not as above.
 bool wgmma_conv_fp8_applies(const at::Tensor& xq, const at::Tensor& wq, const std::vector<int64_t>& padding,
                             const at::Tensor* z = nullptr);
 at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& descale, const at::Tensor* b,
                           const at::Tensor* z, bool relu, const std::vector<int64_t>& padding,
-                          at::ScalarType out_dtype = at::kBFloat16, double out_scale = 1.0, at::Tensor* out = nullptr);
+                          at::ScalarType out_dtype = at::kBFloat16, double out_scale = 1.0, at::Tensor* out = nullptr,
+                          const WgmmaVariant& v = {});
 
 }  // namespace pnp::nn::native

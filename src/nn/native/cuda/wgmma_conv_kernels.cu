@@ -31,6 +31,7 @@ struct Params {
   int ci, kw, pad_h, pad_w;
   int tiles_w, tiles_h, co_blocks, cblocks, kh;
   int row_reuse;
+  int z_start;  // WgmmaConvArgs::z_start
 };
 
 // T: the operands' type; TO: the output's (e4m3 operands: bf16 or e4m3, with a bf16 bias and
@@ -106,10 +107,20 @@ __global__ void __launch_bounds__(kThreads, 2)
     return;
   }
 
-  // the warpgroup: 64 x 256 float32 accumulators, 128 per thread
+  // the warpgroup: 64 x 256 float32 accumulators, 128 per thread, from zero, or in FP8 from bias
+  // + residual where the tile is one image row (tile_start; in float32 and bf16 its loads cost
+  // spills: 184 bytes a thread in float32, where the tile kernel's residual layers lose to the
+  // rows kernel and cuDNN anyway)
+  constexpr bool kFp8 = std::is_same_v<T, __nv_fp8_e4m3>;
+  using TB = std::conditional_t<kFp8, __nv_bfloat16, T>;
   float acc[128];
+  const bool started = kFp8 && p.z_start && p.out.z && p.out.bh == 1;
+  if constexpr (kFp8) {
+    tile_start<TB>(acc, p.out, tid, co0, oh0, ow0, img, started);
+  } else {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+  }
   int ia = 0;
   for (int ib = 0; ib < nb; ++ib) {
     const int sb = ib % kBStages;
@@ -123,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
       cute::warpgroup_arrive();
-      gmma_block<T, 128, Row / 32>(da, db, acc, ia == 0);
+      gmma_block<T, 128, Row / 32>(da, db, acc, ia == 0 && !started);
       cute::warpgroup_commit_batch();
       cute::warpgroup_wait<1>();  // the previous block's products are done: its stages are free
 #pragma unroll
@@ -137,8 +148,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   cute::warpgroup_wait<0>();
 #pragma unroll
   for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
-  using TB = std::conditional_t<std::is_same_v<T, __nv_fp8_e4m3>, __nv_bfloat16, T>;
-  store_tile<TB, TO>(acc, p.out, tid, co0, oh0, ow0, img);
+  store_tile<TB, TO>(acc, p.out, tid, co0, oh0, ow0, img, started);
 #endif
 }
 
@@ -154,6 +164,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
   p.co_blocks = a.co / kCo, p.cblocks = a.ci / (Row / static_cast<int>(sizeof(T)));
   p.row_reuse = a.row_reuse && bh == 1 && a.kw > 1;
+  p.z_start = a.z_start ? 1 : 0;
   const long long grid = static_cast<long long>(p.co_blocks) * p.tiles_w * p.tiles_h * a.n;
   if (grid <= 0 || grid > INT_MAX) return false;
 

@@ -34,6 +34,11 @@ struct WgmmaConvArgs : ConvArgs {
   // shared memory by the bulk copy engine (the default: DRUNet 1 ch 4096² fp32 236.2 against
   // 244.2-245.2 ms on one H200, docs/performance.md#native-kernels). For tests and A/B.
   bool two_consumers = false;
+  // The tile kernel in FP8 with a residual, where its tile is one image row (outputs at least
+  // 129 wide): the accumulators start from bias + residual, loaded before the first products
+  // (sm90::tile_start), instead of the residual's loads in the epilogue after the last (off:
+  // the latter, its first version, and always in float32 and bf16). For tests and A/B.
+  bool z_start = true;
   // FP8: x and w e4m3 (the tile kernel, C_in a multiple of 64: blocks of 128 bytes, or of 64 with
   // the 64-byte swizzle where C_in is not a multiple of 128), float32 accumulation; the
   // products times descale[c] (float32 [C_out]: x's scale times output channel c's weight scale),

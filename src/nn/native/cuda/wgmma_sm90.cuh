@@ -135,16 +135,53 @@ __device__ __forceinline__ void for_chunk(F&& f) {
       for (int i = 0; i < 2; ++i) f(jj, e, i);
 }
 
+// tile_start's floor on an FP8 descale, which it divides by: pnp/nn/fp8.hpp's scales are
+// positive, and a product of two below 1e-30 would only meet products too small to matter.
+constexpr float kMinDescale = 1e-30f;
+
+// tile_start: where the tile is one image row (bh = 1, images at least 129 wide), its 64 x 2N
+// accumulators start from bias + residual (over descale in FP8: the epilogue multiplies the sums
+// by it), every residual load of a thread in flight at once before the first products, which wait
+// for them while the loading warp fills the pipeline; store_tile (`started`) then scales, applies
+// the ReLU and stores. Without it the epilogue loads the residual after the last products, 16
+// pixels at a time (DRUNet's FP8 conv + residual at 4096², 64 channels: 9.9 ms against 3.2 for
+// conv + ReLU, H100; docs/performance.md#native-kernels). Thread (warp w, lane l): acc[4j + 2i + e]
+// is pixel 8j + 2(l%4) + e, channel co0 + 16w + l/4 + 8i, as in store_tile.
+// Not `started`: zeros. (One path for both: with the zeros in one branch and the loads in the
+// other, ptxas serialised every wgmma of the kernel, warning C7515.)
+template <class TB, int N>
+__device__ __forceinline__ void tile_start(float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0, int ow0,
+                                           int img, bool started) {
+  const int w = wg_tid >> 5, l = wg_tid & 31;
+  const int c = co0 + 16 * w + (l >> 2);
+  const TB* bias = started ? static_cast<const TB*>(p.b) : nullptr;
+  float bv[2], inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    bv[i] = bias ? to_f(bias[c + 8 * i]) : 0.f;
+    inv[i] = started && p.descale ? 1.f / fmaxf(p.descale[c + 8 * i], kMinDescale) : 1.f;
+  }
+  const TB* z = started ? static_cast<const TB*>(p.z) + ((static_cast<size_t>(img) * p.oh + oh0) * p.ow + ow0 + 2 * (l & 3)) * p.co + c
+                        : nullptr;
+  const int n = started ? p.ow - ow0 - 2 * (l & 3) : 0;  // this thread's pixels 0, 1, 8, 9, ... lie in the image below n
+#pragma unroll
+  for (int a = 0; a < N; ++a) {
+    const int q = 8 * (a >> 2) + (a & 1), i = (a >> 1) & 1;
+    acc[a] = ((q < n ? to_f(z[static_cast<size_t>(q) * p.co + 8 * i]) : 0.f) + bv[i]) * inv[i];
+  }
+}
+
 // The epilogue of one warpgroup's 64 x 2N tile at (co0, oh0, ow0) of image img: (x descale),
-// + bias, + residual, ReLU, one store. Thread (warp w, lane l of the warpgroup) holds channels
-// 16w + l/4 (+ 8) of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored. TB: the
-// bias's and the residual's type; TO: the output's (an e4m3 one scaled by inv_out_scale).
+// + bias, + residual, ReLU, one store; `started`: bias and residual are in the accumulators
+// already (tile_start). Thread (warp w, lane l of the warpgroup) holds channels 16w + l/4 (+ 8)
+// of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored. TB: the bias's and the
+// residual's type; TO: the output's (an e4m3 one scaled by inv_out_scale).
 template <class TB, class TO = TB, int N>
 __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0,
-                                           int ow0, int img) {
+                                           int ow0, int img, bool started = false) {
   const int w = wg_tid >> 5, l = wg_tid & 31;
-  const TB* bias = static_cast<const TB*>(p.b);
-  const TB* z = static_cast<const TB*>(p.z);
+  const TB* bias = started ? nullptr : static_cast<const TB*>(p.b);
+  const TB* z = started ? nullptr : static_cast<const TB*>(p.z);
   TO* y = static_cast<TO*>(p.y);
   constexpr bool kFp8Out = std::is_same_v<TO, __nv_fp8_e4m3>;
   int co[2];
@@ -153,7 +190,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
   for (int i = 0; i < 2; ++i) {
     co[i] = co0 + 16 * w + (l >> 2) + 8 * i;
     bv[i] = bias ? to_f(bias[co[i]]) : 0.f;
-    ds[i] = p.descale ? p.descale[co[i]] : 1.f;
+    ds[i] = p.descale ? (started ? fmaxf(p.descale[co[i]], kMinDescale) : p.descale[co[i]]) : 1.f;
   }
   const int bw_mask = (1 << p.bw_log2) - 1;
   const bool inside = oh0 + p.bh <= p.oh && ow0 + bw_mask + 1 <= p.ow;  // the whole tile in the image
