@@ -31,13 +31,16 @@ struct Params {
   int ci, kw, pad_h, pad_w;
   int tiles_w, tiles_h, co_blocks, cblocks, kh;
   int row_reuse;
-  int z_start;  // WgmmaConvArgs::z_start
 };
 
 // T: the operands' type; TO: the output's (e4m3 operands: bf16 or e4m3, with a bf16 bias and
 // residual; else T). Row: the bytes of a reduction block, 128, or 64 for e4m3 operands whose
 // channels are not a multiple of 128 (DRUNet's 64-channel level: the 64-byte swizzle, two K steps).
-template <class T, class TO, int Row = kRow>
+// ZStart (e4m3 operands, a residual, one-row tiles): the accumulators start from bias + residual
+// (tile_start). A kernel of its own: with tile_start behind a run-time flag the kernels without a
+// residual took 5-45 % longer (H100, c12fb04: their spills grew), and with tile_start's loads and
+// the zeros in two branches of one kernel ptxas serialised every wgmma (warning C7515).
+template <class T, class TO, int Row = kRow, bool ZStart = false>
 __global__ void __launch_bounds__(kThreads, 2)
     wgmma_conv_kernel(const __grid_constant__ CUtensorMap tma_w, const __grid_constant__ CUtensorMap tma_x,
                       const __grid_constant__ CUtensorMap tma_tail, const Params p) {
@@ -107,16 +110,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     return;
   }
 
-  // the warpgroup: 64 x 256 float32 accumulators, 128 per thread, from zero, or in FP8 from bias
-  // + residual where the tile is one image row (tile_start; in float32 and bf16 its loads cost
-  // spills: 184 bytes a thread in float32, where the tile kernel's residual layers lose to the
-  // rows kernel and cuDNN anyway)
-  constexpr bool kFp8 = std::is_same_v<T, __nv_fp8_e4m3>;
-  using TB = std::conditional_t<kFp8, __nv_bfloat16, T>;
+  // the warpgroup: 64 x 256 float32 accumulators, 128 per thread, from zero, or (ZStart) from
+  // bias + residual (tile_start; FP8 only: in float32 its loads cost 184 bytes of spills a
+  // thread, and the tile kernel's float32 and bf16 residual layers lose to the rows kernel and
+  // cuDNN anyway)
+  using TB = std::conditional_t<std::is_same_v<T, __nv_fp8_e4m3>, __nv_bfloat16, T>;
+  static_assert(!ZStart || std::is_same_v<T, __nv_fp8_e4m3>, "tile_start: e4m3 operands only");
   float acc[128];
-  const bool started = kFp8 && p.z_start && p.out.z && p.out.bh == 1;
-  if constexpr (kFp8) {
-    tile_start<TB>(acc, p.out, tid, co0, oh0, ow0, img, started);
+  if constexpr (ZStart) {
+    tile_start<TB>(acc, p.out, tid, co0, oh0, ow0, img);
   } else {
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.f;
@@ -134,7 +136,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
       cute::warpgroup_arrive();
-      gmma_block<T, 128, Row / 32>(da, db, acc, ia == 0 && !started);
+      gmma_block<T, 128, Row / 32>(da, db, acc, ia == 0 && !ZStart);
       cute::warpgroup_commit_batch();
       cute::warpgroup_wait<1>();  // the previous block's products are done: its stages are free
 #pragma unroll
@@ -148,11 +150,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   cute::warpgroup_wait<0>();
 #pragma unroll
   for (int i = 0; i < 128; ++i) cute::warpgroup_fence_operand(acc[i]);
-  store_tile<TB, TO>(acc, p.out, tid, co0, oh0, ow0, img, started);
+  store_tile<TB, TO>(acc, p.out, tid, co0, oh0, ow0, img, ZStart);
 #endif
 }
 
-template <class T, class TO = T, int Row = kRow>
+template <class T, class TO = T, int Row = kRow, bool ZStart = false>
 bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   int bw_log2 = 8;
   while (bw_log2 > 0 && (1 << (bw_log2 - 1)) >= a.ow) --bw_log2;  // the smallest power of two >= ow, at most 256
@@ -164,7 +166,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
   p.co_blocks = a.co / kCo, p.cblocks = a.ci / (Row / static_cast<int>(sizeof(T)));
   p.row_reuse = a.row_reuse && bh == 1 && a.kw > 1;
-  p.z_start = a.z_start ? 1 : 0;
+  if (ZStart && (bh != 1 || !a.z)) return false;  // (tile_start: one-row tiles with a residual)
   const long long grid = static_cast<long long>(p.co_blocks) * p.tiles_w * p.tiles_h * a.n;
   if (grid <= 0 || grid > INT_MAX) return false;
 
@@ -174,9 +176,10 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
       !input_map<T>(&mt, a.x, a.n, a.h, a.w_in, a.ci, a.kw > 1 ? a.kw - 1 : 1, 1, a.round_tf32, Row))
     return false;
   static const bool attr =
-      cudaFuncSetAttribute(wgmma_conv_kernel<T, TO, Row>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) == cudaSuccess;
+      cudaFuncSetAttribute(wgmma_conv_kernel<T, TO, Row, ZStart>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) ==
+      cudaSuccess;
   if (!attr) return false;
-  wgmma_conv_kernel<T, TO, Row><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
+  wgmma_conv_kernel<T, TO, Row, ZStart><<<static_cast<unsigned>(grid), kThreads, kSmem, stream>>>(mw, mx, mt, p);
   return cudaGetLastError() == cudaSuccess;
 }
 
@@ -204,8 +207,14 @@ bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
       return false;
     const auto s = static_cast<cudaStream_t>(stream);
     using E = __nv_fp8_e4m3;
-    if (a.ci % 128 == 0) return a.fp8_out ? launch<E, E>(a, s) : launch<E, __nv_bfloat16>(a, s);
-    return a.fp8_out ? launch<E, E, 64>(a, s) : launch<E, __nv_bfloat16, 64>(a, s);  // 64-byte blocks
+    using B = __nv_bfloat16;
+    const bool zs = a.z && a.z_start && a.ow > kPx / 2;  // a residual, one-row tiles (bh = 1): tile_start
+    if (a.ci % 128 == 0) {
+      if (zs) return a.fp8_out ? launch<E, E, kRow, true>(a, s) : launch<E, B, kRow, true>(a, s);
+      return a.fp8_out ? launch<E, E>(a, s) : launch<E, B>(a, s);
+    }
+    if (zs) return a.fp8_out ? launch<E, E, 64, true>(a, s) : launch<E, B, 64, true>(a, s);  // 64-byte blocks
+    return a.fp8_out ? launch<E, E, 64>(a, s) : launch<E, B, 64>(a, s);
   }
   if (a.kernel == WgmmaKernel::rows ||
       (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))

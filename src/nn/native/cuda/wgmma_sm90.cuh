@@ -143,27 +143,26 @@ constexpr float kMinDescale = 1e-30f;
 // accumulators start from bias + residual (over descale in FP8: the epilogue multiplies the sums
 // by it), every residual load of a thread in flight at once before the first products, which wait
 // for them while the loading warp fills the pipeline; store_tile (`started`) then scales, applies
-// the ReLU and stores. Without it the epilogue loads the residual after the last products, 16
-// pixels at a time (DRUNet's FP8 conv + residual at 4096², 64 channels: 9.9 ms against 3.2 for
-// conv + ReLU, H100; docs/performance.md#native-kernels). Thread (warp w, lane l): acc[4j + 2i + e]
-// is pixel 8j + 2(l%4) + e, channel co0 + 16w + l/4 + 8i, as in store_tile.
-// Not `started`: zeros. (One path for both: with the zeros in one branch and the loads in the
-// other, ptxas serialised every wgmma of the kernel, warning C7515.)
+// the ReLU and stores (the tile kernel's ZStart instantiations). Otherwise the epilogue loads the
+// residual after the last products, 16 pixels at a time: DRUNet 4096²'s FP8 conv + residual took
+// 9.98 ms that way against 5.69 from tile_start at 64 channels, 5.28 against 3.21 at 128, 3.02
+// against 1.99 at 256 and 1.90 against 1.38 at 512 (H100; docs/performance.md#native-kernels).
+// Thread (warp w, lane l): acc[4j + 2i + e] is pixel 8j + 2(l%4) + e, channel co0 + 16w + l/4 +
+// 8i, as in store_tile.
 template <class TB, int N>
 __device__ __forceinline__ void tile_start(float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0, int ow0,
-                                           int img, bool started) {
+                                           int img) {
   const int w = wg_tid >> 5, l = wg_tid & 31;
   const int c = co0 + 16 * w + (l >> 2);
-  const TB* bias = started ? static_cast<const TB*>(p.b) : nullptr;
+  const TB* bias = static_cast<const TB*>(p.b);
   float bv[2], inv[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     bv[i] = bias ? to_f(bias[c + 8 * i]) : 0.f;
-    inv[i] = started && p.descale ? 1.f / fmaxf(p.descale[c + 8 * i], kMinDescale) : 1.f;
+    inv[i] = p.descale ? 1.f / fmaxf(p.descale[c + 8 * i], kMinDescale) : 1.f;
   }
-  const TB* z = started ? static_cast<const TB*>(p.z) + ((static_cast<size_t>(img) * p.oh + oh0) * p.ow + ow0 + 2 * (l & 3)) * p.co + c
-                        : nullptr;
-  const int n = started ? p.ow - ow0 - 2 * (l & 3) : 0;  // this thread's pixels 0, 1, 8, 9, ... lie in the image below n
+  const TB* z = static_cast<const TB*>(p.z) + ((static_cast<size_t>(img) * p.oh + oh0) * p.ow + ow0 + 2 * (l & 3)) * p.co + c;
+  const int n = p.ow - ow0 - 2 * (l & 3);  // this thread's pixels 0, 1, 8, 9, ... lie in the image below n
 #pragma unroll
   for (int a = 0; a < N; ++a) {
     const int q = 8 * (a >> 2) + (a & 1), i = (a >> 1) & 1;
