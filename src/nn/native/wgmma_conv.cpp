@@ -40,7 +40,6 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
   kernels::WgmmaConvArgs a;
   fill_conv_args(a, x, w, b, z, y, relu, padding);
   a.row_reuse = v.row_reuse, a.round_tf32 = v.round_tf32, a.kernel = v.kernel, a.two_consumers = v.two_consumers;
-  a.z_start = v.z_start;
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("wgmma_conv: the kernel launch failed");
   return y;
