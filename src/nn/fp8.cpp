@@ -86,6 +86,14 @@ std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep) {
                    "\"native_wide\", got \"" + keep + "\"");
 }
 
+std::vector<int> fp8_run_convs(const Graph& g, const std::string& keep) {
+  const std::set<int> kept = fp8_kept_convs(g, keep);
+  std::vector<int> run;
+  for (int id : fp8_conv_candidates(g))
+    if (!kept.count(id)) run.push_back(id);
+  return run;
+}
+
 std::unique_ptr<Executor> make_fp8_emulated(const Graph& g, const Weights& weights, at::Device device,
                                             const std::string& keep) {
   const std::set<int> kept = fp8_kept_convs(g, keep);

@@ -177,9 +177,7 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
         throw InputError("denoiser.precision = \"fp8\" needs pnp's Hopper kernels on a GPU of compute capability 9.0 "
                          "(an H100 or H200, in a build with the nvidia-cutlass headers, PNP_KERNELS not \"portable\"); " +
                          std::string(device.is_cuda() ? "this device has none" : "the device is the CPU"));
-      const std::set<int> kept = nn::fp8_kept_convs(d.graph, cfg.denoiser.fp8_keep);
-      for (int id : nn::fp8_conv_candidates(d.graph))
-        if (!kept.count(id)) opt.fp8_convs.push_back(id);
+      opt.fp8_convs = nn::fp8_run_convs(d.graph, cfg.denoiser.fp8_keep);
     }
     auto ex = std::make_unique<PerShape<nn::NativeExecutor>>(
         "native", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {

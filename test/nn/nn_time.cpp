@@ -38,6 +38,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "pnp/nn/fp8.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/nn/native.hpp"
 #include "pnp/nn/nn.hpp"
@@ -144,7 +145,7 @@ void check_capture(const at::Device& device, const CallTimer& timer, nn::Executo
 
 int main(int argc, char** argv) {
   try {
-    std::string arch, shape_s, dev_s, dtype_s, backends_s, native_s;
+    std::string arch, shape_s, dev_s, dtype_s, backends_s, native_s, fp8_keep;
     int channels = 1, timed = 10, profile = 0, benchmark_limit = -1, precompiled = nn::NativeOptions{}.cudnn_graph_precompiled;
     bool warm_only = false;
     nn::InductorOptions io;
@@ -154,6 +155,9 @@ int main(int argc, char** argv) {
         "backends", po::value(&backends_s)->default_value("eager,native"), "comma-separated: eager, native, inductor")(
         "timed", po::value(&timed)->default_value(10), "timed calls per arm (>= 5)")(
         "native", po::value(&native_s)->default_value("cfagbeGw"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, G every convolution a cuDNN graph where faster (with e or E), p plan cache in <cache>/native, B ATen's benchmark mode (until 2026-12-02c on unless n), s serial plan builds, u no upsample folded into its 3x3 conv, k no narrow kernel (cuDNN for 1-output convolutions), w pnp's Hopper kernels for the 64-channel and wider convolutions, chosen per layout by timing with a and G (on by default since 2026-12-03); in any string, 8 runs the 64- to 512-channel stride-1 convolutions in FP8 on pnp's Hopper kernel (denoiser.precision = fp8; --dtype bfloat16, with w), d turns off pnp's NHWC kernels and the 2x2 transposed convolutions' cuBLAS products (cuDNN and ATen instead)")(
+        "fp8-keep", po::value(&fp8_keep)->default_value("native"),
+        "with 8: the convolutions kept out of FP8, as denoiser.fp8_keep (native: FP8 on every candidate; native_wide: on "
+        "those of 128 channels and more; none, head, tail, head_tail)")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
         "precompiled", po::value(&precompiled)->default_value(precompiled),
@@ -189,7 +193,7 @@ int main(int argc, char** argv) {
     const auto g = nn::build(s);
     if (native_s.find('8') != std::string::npos) {
       if (dtype != at::kBFloat16) throw InputError("--native 8 (FP8) runs with --dtype bfloat16");
-      nopt.fp8_convs = nn::fp8_conv_candidates(g);
+      nopt.fp8_convs = nn::fp8_run_convs(g, fp8_keep);
     }
     const auto w = nn::init_weights(g, 1);
     const at::Tensor x = at::rand(shape, at::TensorOptions().device(device));

@@ -145,6 +145,19 @@ TEST_CASE("fp8-emulated executor: kept layers, calibration, error against float3
     }
   }
   CHECK(wide == 40);
+  // what "fp8" runs in FP8: the candidates not kept, in their order (denoiser.cpp, nn_time)
+  CHECK(fp8_run_convs(dr, "native") == cand);
+  const std::vector<int> run_wide = fp8_run_convs(dr, "native_wide");
+  CHECK(run_wide.size() == 40);
+  for (int id : run_wide) CHECK(kept_wide.count(id) == 0);
+  size_t next = 0;  // in the candidates' order
+  for (int id : run_wide) {
+    const auto it = std::find(cand.begin() + static_cast<std::ptrdiff_t>(next), cand.end(), id);
+    CHECK(it != cand.end());
+    next = static_cast<size_t>(it - cand.begin()) + 1;
+  }
+  CHECK(fp8_run_convs(g64, "native_wide").empty());
+  CHECK_THROWS_AS(fp8_run_convs(dr, "middle"), InputError);
   CHECK(at::equal(make_fp8_emulated(g, w, at::kCPU, "native")->forward(x, 0.05), ref));  // nothing quantised
   double prev = 1e9;
   for (const char* keep : {"none", "head_tail"}) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "pnp/nn/executor.hpp"
 #include "pnp/nn/ir.hpp"
@@ -51,6 +52,10 @@ at::Tensor quantize_weight_per_channel(const at::Tensor& w, bool transposed);
 // of fewer than 128 channels in or out: DRUNet's first level). Node ids of the kept conv /
 // conv_transpose nodes.
 std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep);
+// The convolutions denoiser.precision = "fp8" runs in FP8 under denoiser.fp8_keep = keep
+// (NativeOptions::fp8_convs): the candidates (fp8_conv_candidates) that keep does not keep, in
+// the candidates' order. InputError for an unknown keep.
+std::vector<int> fp8_run_convs(const Graph& g, const std::string& keep);
 
 // The eager executor with every convolution but the kept ones in emulated FP8 (float32 compute
 // on e4m3-rounded inputs and weights). InputError for an unknown `keep`.
