@@ -39,7 +39,12 @@ int finish(const Config& cfg, Reconstruction& run, const PnpRecord& rec, const G
     recon::print_summary(cfg, rec, g, run.device());
     const Problem& prob = run.problem();
     if (prob.angles_assumed) std::printf("angles       %s\n", prob.angles_source.c_str());
-    recon::write_output(cfg, run.decomposition(), run.comm(), rec, g, run.device(), prob);
+    const std::vector<std::string> notes = run.denoiser().report();
+    if (!notes.empty() && cfg.output.progress) {
+      std::printf("denoiser compile (rank 0; kept as /provenance/denoiser_compile):\n");
+      for (const std::string& n : notes) std::printf("  %s\n", n.c_str());
+    }
+    recon::write_output(cfg, run.decomposition(), run.comm(), rec, g, run.device(), prob, notes);
     std::printf("wrote %s\n", cfg.output.file.c_str());
     // The run is complete: a checkpoint left from an interrupted segment is stale now.
     const std::string ckpt = cfg.output.checkpoint_path();

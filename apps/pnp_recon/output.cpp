@@ -191,7 +191,8 @@ void write_images(io::H5File& f, const Decomposition& d, const GatheredRecord& g
 }  // namespace
 
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
-                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const Problem& prob) {
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const Problem& prob,
+                  const std::vector<std::string>& denoiser_notes) {
   const std::string& angles = prob.angles_source;
   io::AtomicOutput out(cfg.output.file, cfg.output.force);
   io::H5File& f = out.file();
@@ -249,6 +250,10 @@ void write_output(const Config& cfg, const Decomposition& d, const Communicator&
             "PSNR of the iterate after each iteration against the ground truth (data range); NaN where not computed");
   io::write_strings(f, "/provenance/segments", rec.segments,
                     "the runs that made the iterations (a resumed run adds one line per segment)");
+  if (!denoiser_notes.empty())
+    io::write_strings(f, "/provenance/denoiser_compile", denoiser_notes,
+                      "what rank 0's denoiser compile chose: fusions, kernels and the timed choices per layer "
+                      "(the native backend), or the package (inductor); none for eager");
   io::write(f, "/metrics/sigma", rec.sigma.data(), {iters}, "1",
             "the denoiser's sigma in each iteration (denoiser.sigma, or annealed from denoiser.sigma_start)");
   io::write(f, "/metrics/ssim", rec.ssim.data(), {iters}, "1",

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "pnp/solver.hpp"
 
@@ -18,7 +19,10 @@ std::string hold_note(const Config& cfg, at::Device dev);
 // Rank 0: writes cfg.output.file (temporary file, renamed on success); of `prob`, the angles'
 // source (root attribute `angles`) and, for a volume of raw counts, what normalising it clipped
 // (root attributes `clipped_transmissions` and `dead_bins`).
+// `denoiser_notes`: what rank 0's denoiser compile chose (Denoiser::report), kept as
+// /provenance/denoiser_compile.
 void write_output(const Config& cfg, const Decomposition& d, const Communicator& comm,
-                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const Problem& prob);
+                  const PnpRecord& rec, const GatheredRecord& g, at::Device dev, const Problem& prob,
+                  const std::vector<std::string>& denoiser_notes);
 
 }  // namespace pnp::recon

@@ -183,8 +183,20 @@ Denoiser make_distributed_denoiser(const Config& cfg, at::Device device,
         "native", d.graph, [g = d.graph, w = std::move(w), device, dtype, opt](const std::vector<int64_t>& shape) {
           return nn::make_native(g, w, device, dtype, shape, opt);
         });
+    // Per compiled shape: its fusions counted by pattern, then the executor's notes (what it ran
+    // each layer on, and the timed choices).
     ex->set_report([](const auto& compiled) {
-      return compiled.empty() ? std::vector<std::string>{} : compiled.begin()->second->fusions();
+      std::vector<std::string> o;
+      for (const auto& [shape, e] : compiled) {
+        std::map<std::string, int> patterns;
+        for (const std::string& f : e->fusions()) ++patterns[f.substr(0, f.find(':'))];
+        std::string line = "native " + nn::shape_string(shape) + ": " + std::to_string(e->fusions().size()) + " fusions";
+        const char* sep = " (";
+        for (const auto& [p, k] : patterns) line += sep + p + " " + std::to_string(k), sep = ", ";
+        o.push_back(line + (patterns.empty() ? "" : ")") + (e->graph_captured() ? ", one CUDA graph" : ""));
+        for (const std::string& n : e->notes()) o.push_back(n);
+      }
+      return o;
     });
     d.executor = std::move(ex);
   }

@@ -19,6 +19,15 @@ def check_schema(path):
         for a in ROOT_ATTRS:
             assert a in f.attrs, f"{path}: root attribute {a} missing"
         assert f.attrs["program"] == "pnp_recon"
+        # what the native compile chose (pnp_recon's Denoiser::report): the fusions per compiled
+        # shape, then the executor's notes; none for mode none (eager)
+        notes = [s.decode() if isinstance(s, bytes) else s for s in f["/provenance/denoiser_compile"][()]] \
+            if "/provenance/denoiser_compile" in f else []
+        if f.attrs["compile_mode"] != "none" and f.attrs["compile_backend"] == "native":
+            assert notes and notes[0].startswith("native [") and " fusions" in notes[0], (path, notes[:2])
+            assert len(notes) > 1, (path, "no executor notes")
+        elif f.attrs["compile_mode"] == "none":
+            assert not notes, (path, notes[:2])
         ranks = int(f.attrs["ranks"])
         assert "[problem]" in f.attrs["config"] and "[output]" in f.attrs["config"]
         iters = f["/metrics/psnr"].shape[0]
