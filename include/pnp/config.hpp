@@ -76,8 +76,8 @@ struct DenoiserConfig {
   double sigma_start = 0.0;           // > 0: sigma falls geometrically from this (iteration 1) to `sigma` (the last)
   std::string weights;                // HDF5 path or shipped model name; empty = seeded random init
   int64_t seed = 0;
-  std::string precision = "fp32";     // fp32 | bf16 | fp8_emulated (the eager FP8 reference, pnp/nn/fp8.hpp)
-  std::string fp8_keep = "head_tail";  // fp8_emulated: the convolutions kept in fp32 (none | head | tail | head_tail | native | native_wide); fp8: in bf16
+  std::string precision = "fp32";     // fp32 | bf16 | fp8 (pnp's FP8 kernel) | fp8_emulated (the eager FP8 reference, pnp/nn/fp8.hpp)
+  std::string fp8_keep = "head_tail";  // fp8_emulated: the convolutions kept in fp32 (none | head | tail | head_tail | native | native_wide | native_deep); fp8: in bf16
   int64_t patch_size = 0;             // 0 = whole tile
   int64_t patch_overlap = 0;          // 0 = receptive radius
   double memory_limit_gb = 0.0;       // 0 = no limit

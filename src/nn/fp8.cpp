@@ -70,20 +70,20 @@ std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep) {
   if (keep == "head") return {convs.front()};
   if (keep == "tail") return {convs.back()};
   if (keep == "head_tail") return {convs.front(), convs.back()};
-  if (keep == "native" || keep == "native_wide") {  // what denoiser.precision = "fp8" runs outside FP8
+  if (keep == "native" || keep == "native_wide" || keep == "native_deep") {  // what "fp8" runs outside FP8
     const std::vector<int> fp8 = fp8_conv_candidates(g);
+    // native_wide, native_deep: the candidates of fewer than 128 or 256 channels in or out kept too
+    const int64_t least = keep == "native_wide" ? 128 : keep == "native_deep" ? 256 : 0;
     std::set<int> kept;
     for (const auto& n : g.nodes) {
       if (n.op != OpKind::conv && n.op != OpKind::conv_transpose) continue;
       const bool candidate = std::find(fp8.begin(), fp8.end(), n.id) != fp8.end();
-      // native_wide: the candidates of fewer than 128 channels in or out kept too
-      const bool narrow = std::min(n.attrs.in_channels, n.attrs.out_channels) < 128;
-      if (!candidate || (keep == "native_wide" && narrow)) kept.insert(n.id);
+      if (!candidate || std::min(n.attrs.in_channels, n.attrs.out_channels) < least) kept.insert(n.id);
     }
     return kept;
   }
-  throw InputError("fp8 kept layers: expected \"none\", \"head\", \"tail\", \"head_tail\", \"native\" or "
-                   "\"native_wide\", got \"" + keep + "\"");
+  throw InputError("fp8 kept layers: expected \"none\", \"head\", \"tail\", \"head_tail\", \"native\", "
+                   "\"native_wide\" or \"native_deep\", got \"" + keep + "\"");
 }
 
 std::vector<int> fp8_run_convs(const Graph& g, const std::string& keep) {

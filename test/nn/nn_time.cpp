@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
         "native", po::value(&native_s)->default_value("cfagbeGw"), "native options on: c channels-last, f fuse, a autotune, g graph, b cuDNN fused ops in bf16, e conv + residual add as cuDNN graphs where faster (with a), E always, G every convolution a cuDNN graph where faster (with e or E), p plan cache in <cache>/native, B ATen's benchmark mode (until 2026-12-02c on unless n), s serial plan builds, u no upsample folded into its 3x3 conv, k no narrow kernel (cuDNN for 1-output convolutions), w pnp's Hopper kernels for the 64-channel and wider convolutions, chosen per layout by timing with a and G (on by default since 2026-12-03); in any string, 8 runs the 64- to 512-channel stride-1 convolutions in FP8 on pnp's Hopper kernel (denoiser.precision = fp8; --dtype bfloat16, with w), d turns off pnp's NHWC kernels and the 2x2 transposed convolutions' cuBLAS products (cuDNN and ATen instead)")(
         "fp8-keep", po::value(&fp8_keep)->default_value("native"),
         "with 8: the convolutions kept out of FP8, as denoiser.fp8_keep (native: FP8 on every candidate; native_wide: on "
-        "those of 128 channels and more; none, head, tail, head_tail)")(
+        "those of 128 channels and more; native_deep: of 256 and more; none, head, tail, head_tail)")(
         "warm-only", po::bool_switch(&warm_only), "inductor: use a package already in the cache (no cold run)")(
         "profile", po::value(&profile)->default_value(0), "profile N more calls per arm: the longest kernels")(
         "precompiled", po::value(&precompiled)->default_value(precompiled),

@@ -157,6 +157,18 @@ TEST_CASE("fp8-emulated executor: kept layers, calibration, error against float3
     next = static_cast<size_t>(it - cand.begin()) + 1;
   }
   CHECK(fp8_run_convs(g64, "native_wide").empty());
+  // "native_deep": also the candidates below 256 channels in or out kept: FP8 on levels 2 and 3,
+  // 16 + 8 of DRUNet's convolutions, a subset of native_wide's, in the candidates' order
+  const std::vector<int> run_deep = fp8_run_convs(dr, "native_deep");
+  CHECK(run_deep.size() == 24);
+  for (int id : run_deep) {
+    CHECK(std::find(run_wide.begin(), run_wide.end(), id) != run_wide.end());
+    CHECK(std::min(dr.nodes[static_cast<size_t>(id)].attrs.in_channels, dr.nodes[static_cast<size_t>(id)].attrs.out_channels) >= 256);
+  }
+  CHECK(std::is_sorted(run_deep.begin(), run_deep.end(), [&](int a, int b) {
+    return std::find(cand.begin(), cand.end(), a) < std::find(cand.begin(), cand.end(), b);
+  }));
+  CHECK(fp8_kept_convs(dr, "native_deep").size() == kept_native.size() + 32);
   CHECK_THROWS_AS(fp8_run_convs(dr, "middle"), InputError);
   CHECK(at::equal(make_fp8_emulated(g, w, at::kCPU, "native")->forward(x, 0.05), ref));  // nothing quantised
   double prev = 1e9;

@@ -1496,6 +1496,18 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
                                << ", bf16 out: rel. L2 to float64 " << e);
           CHECK(e < 8e-3);
           y_bf16 = y.to(at::kCPU, at::kDouble);
+          {  // bf16 and its e4m3 copy in one epilogue: y bit for bit, the copy bit for bit the
+             // quantising pass of y (both poisoned first)
+            const double sq = e4m3_activation_scale(ref.to(at::kFloat));
+            at::Tensor y2 = at::full({n, k.co, oh, ow}, std::nan(""), x32.options().dtype(odt)).contiguous(cl);
+            at::Tensor q = at::full({n, k.co, oh, ow}, std::nan(""), x32.options()).to(at::kFloat8_e4m3fn).contiguous(cl);
+            native::wgmma_conv_fp8(xq, wqc, descale, variant >= 1 ? &bb : nullptr, variant == 2 ? &zb : nullptr,
+                                   variant == 1, {k.pad, k.pad}, odt, sq, &y2, {}, &q);
+            CHECK(at::equal(y2.view(at::kShort), y.view(at::kShort)));
+            const at::Tensor qr = native::e4m3_quantize_nhwc(y, sq);
+            CHECK(at::equal(q.view(at::kByte), qr.view(at::kByte)));
+            CHECK(q.to(at::kFloat).abs().max().item<double>() > 1.0);  // content, in e4m3's range
+          }
           if (variant == 2) {  // the residual in the epilogue instead of the accumulators' start
             native::WgmmaVariant v;
             v.z_start = false;
@@ -1543,6 +1555,13 @@ TEST_CASE("native: pnp's Hopper convolution in FP8 (e4m3 operands, bf16 or e4m3 
   const at::Tensor ds = at::ones({64}, x8.options().dtype(at::kFloat)), b32 = at::zeros({64}, ds.options());
   CHECK_THROWS_AS(native::wgmma_conv_fp8(x8, w8, ds, &b32, nullptr, false, {1, 1}), Error);
   CHECK_THROWS_AS(native::wgmma_conv_fp8(x8, w8, ds, nullptr, nullptr, false, {1, 1}, at::kFloat8_e4m3fn, 0.0), Error);
+  // an e4m3 copy: of a bf16 output only, with a scale, of the output's shape
+  at::Tensor q8, q_bad = at::empty({1, 64, 8, 7}, x8.options()).contiguous(cl);
+  CHECK_THROWS_AS(native::wgmma_conv_fp8(x8, w8, ds, nullptr, nullptr, false, {1, 1}, at::kFloat8_e4m3fn, 1.0, nullptr, {}, &q8), Error);
+  CHECK_THROWS_AS(native::wgmma_conv_fp8(x8, w8, ds, nullptr, nullptr, false, {1, 1}, at::kBFloat16, 0.0, nullptr, {}, &q8), Error);
+  CHECK_THROWS_AS(native::wgmma_conv_fp8(x8, w8, ds, nullptr, nullptr, false, {1, 1}, at::kBFloat16, 1.0, nullptr, {}, &q_bad), Error);
+  native::wgmma_conv_fp8(x8, w8, ds, nullptr, nullptr, false, {1, 1}, at::kBFloat16, 1.0, nullptr, {}, &q8);
+  CHECK((q8.defined() && q8.scalar_type() == at::kFloat8_e4m3fn && q8.sizes() == x8.narrow(1, 0, 64).sizes()));
 }
 
 TEST_CASE("native: an activation into e4m3 in one pass (e4m3_quantize_nhwc), against float64 (CUDA)") {
@@ -1627,7 +1646,7 @@ TEST_CASE("native: the executor in FP8 (NativeOptions::fp8_convs) against its em
   INFO(notes);
   CHECK(nat->graph_captured());
   CHECK(notes.find("FP8: 14 of 14 candidate convolution(s) run in e4m3") != std::string::npos);
-  CHECK(notes.find("; 7 write e4m3 for their one reader") != std::string::npos);  // each block's first conv
+  CHECK(notes.find("; 7 write e4m3 for their one reader, 0 bf16 and an e4m3 copy") != std::string::npos);  // each block's first conv
   CHECK(y1.isfinite().all().item<bool>());
   CHECK(at::equal(y1, y2));  // the warm-up's output is what later calls compute
   const double e_q = rel_err(emu, ref64), e_b = rel_err(yb, ref64), e_n = rel_err(y1, emu), e_f = rel_err(y1, ref64);
@@ -1652,6 +1671,34 @@ TEST_CASE("native: the executor in FP8 (NativeOptions::fp8_convs) against its em
                                                          << rel_err(n2, m2));
   CHECK(rel_err(n2, r2) < 1.5 * rel_err(m2, r2));
   CHECK(rel_err(n2, m2) < 1.5 * rel_err(m2, r2));
+
+  // Two blocks a level: each level's second block reads the first's output as its first
+  // convolution's input and its residual. That output is written in bf16 and, in the same
+  // epilogue, in e4m3 for the FP8 reader (fp8_dual_out): bit for bit what the reader's own
+  // quantising pass made of it, so the result equals the executor's without the copies.
+  const Graph g2 = make("drunet", 2, 1, {64, 128, 256, 512}, 2);
+  const std::vector<int> cand2 = fp8_conv_candidates(g2);
+  CHECK(cand2.size() == 28);
+  const Weights w2 = random_weights(g2, 4963);
+  NativeOptions od = o;
+  od.fp8_convs = cand2;
+  auto dual = make_native(g2, w2, dev, at::kBFloat16, shape, od);
+  od.fp8_dual_out = false;
+  auto single = make_native(g2, w2, dev, at::kBFloat16, shape, od);
+  const at::Tensor d1 = dual->forward(xd, sigma), s1 = single->forward(xd, sigma);
+  const at::Tensor d2 = dual->forward(x2.to(dev), 0.05), s2 = single->forward(x2.to(dev), 0.05);
+  std::string dn, sn;
+  for (const auto& n : dual->notes()) dn += n + "\n";
+  for (const auto& n : single->notes()) sn += n + "\n";
+  INFO(dn);
+  CHECK(dual->graph_captured());
+  CHECK(dn.find("FP8: 28 of 28 candidate") != std::string::npos);
+  CHECK(dn.find("; 14 write e4m3 for their one reader, 7 bf16 and an e4m3 copy for their FP8 reader") != std::string::npos);
+  CHECK(sn.find("; 14 write e4m3 for their one reader, 0 bf16 and an e4m3 copy") != std::string::npos);
+  CHECK(d1.abs().max().item<double>() > 1e-3);  // content
+  CHECK(at::equal(d1, s1));
+  CHECK(at::equal(d2, s2));
+  CHECK_FALSE(at::equal(d1, d2));
 }
 #endif
 #endif

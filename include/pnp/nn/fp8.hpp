@@ -49,7 +49,8 @@ at::Tensor quantize_weight_per_channel(const at::Tensor& w, bool transposed);
 // Which convolutions stay in float32: "none" (every one in FP8), "head" (the first), "tail" (the
 // last), "head_tail" (both), "native" (all but those pnp's FP8 kernel takes, fp8_conv_candidates:
 // the layers denoiser.precision = "fp8" runs in FP8), "native_wide" (native's, and the candidates
-// of fewer than 128 channels in or out: DRUNet's first level). Node ids of the kept conv /
+// of fewer than 128 channels in or out: DRUNet's first level), "native_deep" (of fewer than 256:
+// DRUNet's first two levels; FP8 where pnp's FP8 kernel beats bf16). Node ids of the kept conv /
 // conv_transpose nodes.
 std::set<int> fp8_kept_convs(const Graph& g, const std::string& keep);
 // The convolutions denoiser.precision = "fp8" runs in FP8 under denoiser.fp8_keep = keep

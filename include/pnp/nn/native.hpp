@@ -188,9 +188,14 @@ struct NativeOptions {
   // calibrated on the warm-up's first run, and the warm-up runs again with them fixed, so the
   // output it returns is what later calls compute (a compile from the plan cache's list, which
   // has no warm-up run, is not used). A convolution whose output only one such convolution reads
-  // writes it in e4m3 with that reader's scale; the others write bf16, quantised by their readers
-  // in one pass (nhwc_ops.hpp). Empty: none (bf16 throughout). fp8_conv_candidates names the candidates.
+  // writes it in e4m3 with that reader's scale. One whose output one such convolution reads as
+  // its input and others in bf16 (a residual block's input: the next block's first convolution
+  // and its residual add) writes bf16 and, in the same epilogue, the e4m3 copy for that reader
+  // (fp8_dual_out; bit for bit what the reader's quantising pass would make). The others write
+  // bf16, quantised by their readers in one pass (nhwc_ops.hpp). Empty: none (bf16 throughout).
+  // fp8_conv_candidates names the candidates.
   std::vector<int> fp8_convs;
+  bool fp8_dual_out = true;  // off: the readers quantise (for tests and A/B)
 };
 
 // The convolution nodes of g that pnp's FP8 tile kernel may take (conv, 2D, stride 1, groups 1,

@@ -156,20 +156,21 @@ at::Tensor NativeImpl::finish_warm_up(const at::Tensor& y) {
   if (wgmma > 0)
     notes_.push_back("CUDA: " + std::to_string(wgmma) + " convolution(s) run as pnp's Hopper kernel (wgmma_conv.hpp)");
   if (!opt_.fp8_convs.empty()) {
-    int fp8 = 0, e4m3_out = 0;
+    int fp8 = 0, e4m3_out = 0, copies = 0;
     double lo = 0, hi = 0;
     for (const Bound& t : bound_) {
       if (!t.fp8_used) continue;
       lo = fp8 == 0 ? t.x_scale : std::min(lo, t.x_scale), hi = std::max(hi, t.x_scale);
       ++fp8;
       e4m3_out += t.fp8_reader >= 0 && bound_[static_cast<size_t>(t.fp8_reader)].fp8_used;
+      copies += t.copy_reader >= 0 && bound_[static_cast<size_t>(t.copy_reader)].fp8_used;
     }
-    char buf[320];
+    char buf[400];
     std::snprintf(buf, sizeof buf,
                   "FP8: %d of %zu candidate convolution(s) run in e4m3 on pnp's Hopper kernel (wgmma_conv_fp8), "
                   "activation scales %.4g to %.4g calibrated on the warm-up's first run; %d write e4m3 for their "
-                  "one reader, the others bf16",
-                  fp8, opt_.fp8_convs.size(), lo, hi, e4m3_out);
+                  "one reader, %d bf16 and an e4m3 copy for their FP8 reader, the others bf16",
+                  fp8, opt_.fp8_convs.size(), lo, hi, e4m3_out, copies);
     notes_.push_back(buf);
   }
   if (phase_used_)

@@ -61,7 +61,8 @@ at::Tensor NativeImpl::conv(const PlanStep& s, Bound& t, const at::Tensor& x, co
 #ifdef PNP_HAVE_WGMMA_CONV
 // A convolution in FP8 (NativeOptions::fp8_convs) on pnp's tile kernel: x quantised with the
 // input's scale (calibrated here on the warm-up's first run) unless its writer already wrote it
-// in e4m3; the output in e4m3 for its one FP8 reader once that reader has run in FP8, else bf16.
+// in e4m3 (or an e4m3 copy beside it: Bound::copy_writer); the output in e4m3 for its one FP8
+// reader once that reader has run in FP8, else bf16 (and, for a copy_reader that has, its copy).
 // Undefined where the kernel does not take the layer: it then runs in bf16 from now on.
 at::Tensor NativeImpl::fp8_conv(const PlanStep& s, Bound& t, const at::Tensor& x, const at::Tensor* z,
                                 const std::vector<int64_t>& padding) {
@@ -72,7 +73,12 @@ at::Tensor NativeImpl::fp8_conv(const PlanStep& s, Bound& t, const at::Tensor& x
     t.descale = (t.w_scale * t.x_scale).contiguous();
   }
   at::Tensor xq = quantised ? x : at::Tensor();
-  if (!quantised && native::e4m3_quantize_nhwc_applies(x)) xq = native::e4m3_quantize_nhwc(x, t.x_scale);
+  if (!quantised && t.copy_writer >= 0) {  // its writer's e4m3 copy of x, made in this run
+    at::Tensor& copy = bound_[static_cast<size_t>(t.copy_writer)].e4m3_copy;
+    xq = copy;
+    copy = at::Tensor();
+  }
+  if (!quantised && !xq.defined() && native::e4m3_quantize_nhwc_applies(x)) xq = native::e4m3_quantize_nhwc(x, t.x_scale);
   if (!xq.defined() || !native::wgmma_conv_fp8_applies(xq, t.wq, padding, z)) {
     // (a writer makes e4m3 only for a reader that ran in FP8, which then always does)
     if (quantised) throw Error("native executor: " + s.name + " got an e4m3 input its FP8 kernel does not take");
@@ -82,12 +88,18 @@ at::Tensor NativeImpl::fp8_conv(const PlanStep& s, Bound& t, const at::Tensor& x
   }
   at::ScalarType out = at::kBFloat16;
   double out_scale = 1.0;
+  bool copy = false;
   if (t.fp8_reader >= 0) {
     const Bound& r = bound_[static_cast<size_t>(t.fp8_reader)];
     if (r.fp8 && r.fp8_used && r.x_scale > 0) out = at::kFloat8_e4m3fn, out_scale = r.x_scale;
+  } else if (t.copy_reader >= 0) {
+    const Bound& r = bound_[static_cast<size_t>(t.copy_reader)];
+    if (r.fp8 && r.fp8_used && r.x_scale > 0) copy = true, out_scale = r.x_scale;
   }
   t.fp8_used = true;
-  return native::wgmma_conv_fp8(xq, t.wq, t.descale, t.has_bias ? &t.b : nullptr, z, s.relu, padding, out, out_scale);
+  t.e4m3_copy = at::Tensor();
+  return native::wgmma_conv_fp8(xq, t.wq, t.descale, t.has_bias ? &t.b : nullptr, z, s.relu, padding, out, out_scale,
+                                nullptr, {}, copy ? &t.e4m3_copy : nullptr);
 }
 
 bool NativeImpl::wgmma_applies(const PlanStep& s, const Bound& t, const at::Tensor& x, const at::Tensor* z,

@@ -86,11 +86,15 @@ struct Bound {
   // run (0: not yet), and descale = x_scale * w_scale, what the kernel multiplies by. fp8_reader:
   // the step of the one FP8 convolution that reads this one's output as its input (-1: none, or
   // other readers too), for which this one writes e4m3 once that reader has run in FP8.
-  // fp8_used: it ran in FP8 (else in bf16, for good: fp8 is then false)
+  // fp8_used: it ran in FP8 (else in bf16, for good: fp8 is then false). copy_reader: the one
+  // FP8 convolution that reads this one's output as its input where others read it in bf16
+  // (NativeOptions::fp8_dual_out); this one then writes bf16 and e4m3_copy, which that reader
+  // (its copy_writer) takes and releases in the same run.
   bool fp8 = false, fp8_used = false;
   at::Tensor wq, w_scale, descale;
   double x_scale = 0;
-  int fp8_reader = -1;
+  int fp8_reader = -1, copy_reader = -1, copy_writer = -1;
+  at::Tensor e4m3_copy;
 };
 
 #ifdef PNP_HAVE_CUDNN_FE

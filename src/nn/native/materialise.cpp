@@ -125,7 +125,8 @@ void NativeImpl::materialise_fp8(Bound& t, const at::Tensor& W) {
 
 // Each FP8 convolution whose output has one reader, an FP8 convolution reading it as its input
 // (not as a residual, through a halo or a folded add), and is not the network's output: that
-// reader's step (Bound::fp8_reader).
+// reader's step (Bound::fp8_reader). Where it has more readers, exactly one of them such a
+// convolution: that one's step (Bound::copy_reader, with NativeOptions::fp8_dual_out).
 void NativeImpl::link_fp8_readers() {
   std::vector<std::vector<size_t>> readers(g_.nodes.size());
   for (size_t k = 0; k < plan_.steps.size(); ++k) {
@@ -138,12 +139,20 @@ void NativeImpl::link_fp8_readers() {
   }
   for (size_t k = 0; k < plan_.steps.size(); ++k) {
     const int v = plan_.steps[k].out;
-    if (!bound_[k].fp8 || v == g_.output() || readers[static_cast<size_t>(v)].size() != 1) continue;
-    const size_t r = readers[static_cast<size_t>(v)][0];
-    const PlanStep& rs = plan_.steps[r];
-    if (bound_[r].fp8 && rs.kind == StepKind::conv && !rs.in.empty() && rs.in[0] == v && rs.z != v && rs.halo < 0 &&
-        rs.x2 < 0)
-      bound_[k].fp8_reader = static_cast<int>(r);
+    if (!bound_[k].fp8 || v == g_.output()) continue;
+    const std::vector<size_t>& rv = readers[static_cast<size_t>(v)];
+    auto fp8_input = [&](size_t r) {
+      const PlanStep& rs = plan_.steps[r];
+      return bound_[r].fp8 && rs.kind == StepKind::conv && !rs.in.empty() && rs.in[0] == v && rs.z != v &&
+             rs.halo < 0 && rs.x2 < 0;
+    };
+    if (rv.size() == 1 && fp8_input(rv[0])) {
+      bound_[k].fp8_reader = static_cast<int>(rv[0]);
+    } else if (rv.size() > 1 && opt_.fp8_dual_out && std::count_if(rv.begin(), rv.end(), fp8_input) == 1) {
+      const size_t r = *std::find_if(rv.begin(), rv.end(), fp8_input);
+      bound_[k].copy_reader = static_cast<int>(r);
+      bound_[r].copy_writer = static_cast<int>(k);
+    }
   }
 }
 

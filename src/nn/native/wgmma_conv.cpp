@@ -54,7 +54,7 @@ bool wgmma_conv_fp8_applies(const at::Tensor& xq, const at::Tensor& wq, const st
 
 at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& descale, const at::Tensor* b,
                           const at::Tensor* z, bool relu, const std::vector<int64_t>& padding, at::ScalarType out_dtype,
-                          double out_scale, at::Tensor* out, const WgmmaVariant& v) {
+                          double out_scale, at::Tensor* out, const WgmmaVariant& v, at::Tensor* also_e4m3) {
   if (!wgmma_conv_fp8_applies(xq, wq, padding, z)) throw Error("wgmma_conv_fp8: no kernel for this convolution");
   const int64_t co = wq.size(0);
   if (!descale.is_cuda() || descale.scalar_type() != at::kFloat || !descale.is_contiguous() || descale.numel() != co)
@@ -63,9 +63,17 @@ at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::
     throw Error("wgmma_conv_fp8: the bias must be a contiguous, aligned bf16 [C_out] tensor");
   if (out_dtype != at::kBFloat16 && out_dtype != at::kFloat8_e4m3fn)
     throw Error("wgmma_conv_fp8: the output is bf16 or float8_e4m3fn");
-  if (out_dtype == at::kFloat8_e4m3fn && !(out_scale > 0 && std::isfinite(out_scale)))
+  if ((out_dtype == at::kFloat8_e4m3fn || also_e4m3) && !(out_scale > 0 && std::isfinite(out_scale)))
     throw Error("wgmma_conv_fp8: an e4m3 output needs a positive, finite scale");
+  if (also_e4m3 && out_dtype != at::kBFloat16) throw Error("wgmma_conv_fp8: the e4m3 copy is of a bf16 output");
   const auto shape = nhwc_conv_shape(xq, wq, padding);
+  if (also_e4m3) {
+    at::Tensor& q = *also_e4m3;
+    if (!q.defined())
+      q = at::empty(shape, xq.options().dtype(at::kFloat8_e4m3fn).memory_format(at::MemoryFormat::ChannelsLast));
+    else if (q.sizes().vec() != shape || q.scalar_type() != at::kFloat8_e4m3fn || !nhwc(q) || !aligned16(q) || !q.is_cuda())
+      throw Error("wgmma_conv_fp8: the e4m3 copy must be a channels-last, aligned float8_e4m3fn tensor of the output's shape");
+  }
   at::Tensor y;
   if (out) {
     if (out->sizes().vec() != shape || out->scalar_type() != out_dtype || !nhwc(*out) || !aligned16(*out) || !out->is_cuda())
@@ -79,6 +87,7 @@ at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::
   a.fp8 = true, a.fp8_out = out_dtype == at::kFloat8_e4m3fn, a.kernel = WgmmaKernel::tiles, a.z_start = v.z_start;
   a.descale = descale.data_ptr<float>();
   a.inv_out_scale = static_cast<float>(1.0 / out_scale);
+  if (also_e4m3) a.yq = also_e4m3->data_ptr();
   if (!kernels::launch_wgmma_conv(a, c10::cuda::getCurrentCUDAStream().stream()))
     throw Error("wgmma_conv_fp8: the kernel launch failed");
   return y;

@@ -53,13 +53,15 @@ at::Tensor wgmma_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor
 // or with out_dtype float8_e4m3fn the result divided by out_scale (the next layer's activation
 // scale), rounded to e4m3 with saturation at +-448, as e4m3_quantize does. Into a new
 // channels-last tensor, or into *out (channels-last, aligned, of the output's shape and out_dtype).
-// v: its z_start only (the kernel is the tile kernel). Throws pnp::Error where
-// wgmma_conv_fp8_applies is false or an argument is not as above.
+// v: its z_start only (the kernel is the tile kernel). also_e4m3 (with a bf16 y): y's e4m3 copy
+// at out_scale written as well, in the same epilogue, bit for bit e4m3_quantize_nhwc(y,
+// out_scale), into *also_e4m3 (channels-last, aligned, y's shape; allocated there when undefined).
+// Throws pnp::Error where wgmma_conv_fp8_applies is false or an argument is not as above.
 bool wgmma_conv_fp8_applies(const at::Tensor& xq, const at::Tensor& wq, const std::vector<int64_t>& padding,
                             const at::Tensor* z = nullptr);
 at::Tensor wgmma_conv_fp8(const at::Tensor& xq, const at::Tensor& wq, const at::Tensor& descale, const at::Tensor* b,
                           const at::Tensor* z, bool relu, const std::vector<int64_t>& padding,
                           at::ScalarType out_dtype = at::kBFloat16, double out_scale = 1.0, at::Tensor* out = nullptr,
-                          const WgmmaVariant& v = {});
+                          const WgmmaVariant& v = {}, at::Tensor* also_e4m3 = nullptr);
 
 }  // namespace pnp::nn::native

@@ -33,8 +33,8 @@ struct Params {
   int row_reuse;
 };
 
-// T: the operands' type; TO: the output's (e4m3 operands: bf16 or e4m3, with a bf16 bias and
-// residual; else T). Row: the bytes of a reduction block, 128, or 64 for e4m3 operands whose
+// T: the operands' type; TO: the output's (e4m3 operands: bf16, e4m3, or both (Bf16AndE4m3),
+// with a bf16 bias and residual; else T). Row: the bytes of a reduction block, 128, or 64 for e4m3 operands whose
 // channels are not a multiple of 128 (DRUNet's 64-channel level: the 64-byte swizzle, two K steps).
 // ZStart (e4m3 operands, a residual, one-row tiles): the accumulators start from bias + residual
 // (tile_start). A kernel of its own: with tile_start behind a run-time flag the kernels without a
@@ -160,7 +160,7 @@ bool launch(const WgmmaConvArgs& a, cudaStream_t stream) {
   while (bw_log2 > 0 && (1 << (bw_log2 - 1)) >= a.ow) --bw_log2;  // the smallest power of two >= ow, at most 256
   const int bw = 1 << bw_log2, bh = kPx / bw;
   Params p{};
-  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0, a.descale, a.inv_out_scale};
+  p.out = TileOut{a.b, a.z, a.y, a.oh, a.ow, a.co, bw_log2, bh, a.relu ? 1 : 0, a.descale, a.inv_out_scale, a.yq};
   p.ci = a.ci, p.kw = a.kw, p.kh = a.kh;
   p.pad_h = a.pad_h, p.pad_w = a.pad_w;
   p.tiles_w = (a.ow + bw - 1) / bw, p.tiles_h = (a.oh + bh - 1) / bh;
@@ -208,13 +208,18 @@ bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
     const auto s = static_cast<cudaStream_t>(stream);
     using E = __nv_fp8_e4m3;
     using B = __nv_bfloat16;
+    using D = Bf16AndE4m3;
+    if (a.yq && a.fp8_out) return false;  // (the e4m3 copy is of a bf16 output)
     const bool zs = a.z && a.z_start && a.ow > kPx / 2;  // a residual, one-row tiles (bh = 1): tile_start
     if (a.ci % 128 == 0) {
-      if (zs) return a.fp8_out ? launch<E, E, kRow, true>(a, s) : launch<E, B, kRow, true>(a, s);
-      return a.fp8_out ? launch<E, E>(a, s) : launch<E, B>(a, s);
+      if (zs)
+        return a.fp8_out ? launch<E, E, kRow, true>(a, s)
+                         : a.yq ? launch<E, D, kRow, true>(a, s) : launch<E, B, kRow, true>(a, s);
+      return a.fp8_out ? launch<E, E>(a, s) : a.yq ? launch<E, D>(a, s) : launch<E, B>(a, s);
     }
-    if (zs) return a.fp8_out ? launch<E, E, 64, true>(a, s) : launch<E, B, 64, true>(a, s);  // 64-byte blocks
-    return a.fp8_out ? launch<E, E, 64>(a, s) : launch<E, B, 64>(a, s);
+    if (zs)  // 64-byte blocks
+      return a.fp8_out ? launch<E, E, 64, true>(a, s) : a.yq ? launch<E, D, 64, true>(a, s) : launch<E, B, 64, true>(a, s);
+    return a.fp8_out ? launch<E, E, 64>(a, s) : a.yq ? launch<E, D, 64>(a, s) : launch<E, B, 64>(a, s);
   }
   if (a.kernel == WgmmaKernel::rows ||
       (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))

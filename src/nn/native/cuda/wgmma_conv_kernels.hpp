@@ -47,6 +47,9 @@ struct WgmmaConvArgs : ConvArgs {
   bool fp8 = false, fp8_out = false;
   const float* descale = nullptr;
   float inv_out_scale = 1.f;
+  // FP8 with a bf16 y: also y's e4m3 copy here (y's bf16 value times inv_out_scale, saturated;
+  // what e4m3_quantize makes of y, bit for bit), for a reader in FP8; null: none.
+  void* yq = nullptr;
 };
 
 // Whether a kernel exists: C_in a multiple of 128 bytes of elements (32 float32, 64 bf16), C_out

@@ -68,7 +68,14 @@ struct TileOut {
   // e4m3 output is the result times inv_out_scale, rounded with saturation at +-448
   const float* descale = nullptr;
   float inv_out_scale = 1.f;
+  // Bf16AndE4m3 outputs: the e4m3 copy of y (like y, one byte an element)
+  void* yq = nullptr;
 };
+
+// The output type of a tile kernel that writes both: y in bf16, and yq, e4m3 of y's bf16 value
+// times inv_out_scale (what e4m3_quantize_nhwc makes of y, bit for bit), so that a reader in FP8
+// needs no quantising pass of its own.
+struct Bf16AndE4m3 {};
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)  // sm_90a device code only
 __device__ __forceinline__ float to_f(float v) { return v; }
@@ -174,14 +181,18 @@ __device__ __forceinline__ void tile_start(float (&acc)[N], const TileOut& p, in
 // + bias, + residual, ReLU, one store; `started`: bias and residual are in the accumulators
 // already (tile_start). Thread (warp w, lane l of the warpgroup) holds channels 16w + l/4 (+ 8)
 // of pixels 8j + 2(l%4) (+ 1); pixels outside the output are not stored. TB: the bias's and the
-// residual's type; TO: the output's (an e4m3 one scaled by inv_out_scale).
+// residual's type; TO: the output's (an e4m3 one scaled by inv_out_scale; Bf16AndE4m3: bf16 and
+// its e4m3 copy).
 template <class TB, class TO = TB, int N>
 __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut& p, int wg_tid, int co0, int oh0,
                                            int ow0, int img, bool started = false) {
   const int w = wg_tid >> 5, l = wg_tid & 31;
   const TB* bias = started ? nullptr : static_cast<const TB*>(p.b);
   const TB* z = started ? nullptr : static_cast<const TB*>(p.z);
-  TO* y = static_cast<TO*>(p.y);
+  constexpr bool kDual = std::is_same_v<TO, Bf16AndE4m3>;
+  using TY = std::conditional_t<kDual, __nv_bfloat16, TO>;
+  TY* y = static_cast<TY*>(p.y);
+  __nv_fp8_e4m3* yq = kDual ? static_cast<__nv_fp8_e4m3*>(p.yq) : nullptr;
   constexpr bool kFp8Out = std::is_same_v<TO, __nv_fp8_e4m3>;
   int co[2];
   float bv[2], ds[2];
@@ -217,7 +228,12 @@ __device__ __forceinline__ void store_tile(const float (&acc)[N], const TileOut&
       float v = fmaf(acc[4 * j + 2 * i + e], ds[i], bv[i]) + zv[4 * jj + 2 * i + e];
       if (p.relu) v = fmaxf(v, 0.f);
       if constexpr (kFp8Out) v *= p.inv_out_scale;
-      if (ok) y[idx] = from_f<TO>(v);
+      if constexpr (kDual) {
+        const __nv_bfloat16 yb = from_f<__nv_bfloat16>(v);
+        if (ok) y[idx] = yb, yq[idx] = from_f<__nv_fp8_e4m3>(to_f(yb) * p.inv_out_scale);
+      } else {
+        if (ok) y[idx] = from_f<TO>(v);
+      }
     });
   }
 }
