@@ -64,6 +64,7 @@ RECON_DATASETS = {
     "/metrics/residual": ("1", True),
     "/metrics/sigma": ("1", False),
     "/provenance/segments": ("1", False),
+    "/provenance/denoiser_compile": ("1", False),  # the native or inductor compile's report (absent for eager)
     "/decomposition/boxes": ("px", True),
     "/decomposition/slabs": ("slice", False),  # volumes
     "/decomposition/halo": ("px", True),
