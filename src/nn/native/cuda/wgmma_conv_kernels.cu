@@ -210,16 +210,17 @@ bool launch_wgmma_conv(const WgmmaConvArgs& a, void* stream) {
     using B = __nv_bfloat16;
     using D = Bf16AndE4m3;
     if (a.yq && a.fp8_out) return false;  // (the e4m3 copy is of a bf16 output)
+    // the output: e4m3, bf16 with its e4m3 copy, or bf16
+    auto out = [&](auto row, auto z_start) {
+      constexpr int R = decltype(row)::value;
+      constexpr bool Z = decltype(z_start)::value;
+      return a.fp8_out ? launch<E, E, R, Z>(a, s) : a.yq ? launch<E, D, R, Z>(a, s) : launch<E, B, R, Z>(a, s);
+    };
+    using Zs = std::true_type;
+    using NoZs = std::false_type;
     const bool zs = a.z && a.z_start && a.ow > kPx / 2;  // a residual, one-row tiles (bh = 1): tile_start
-    if (a.ci % 128 == 0) {
-      if (zs)
-        return a.fp8_out ? launch<E, E, kRow, true>(a, s)
-                         : a.yq ? launch<E, D, kRow, true>(a, s) : launch<E, B, kRow, true>(a, s);
-      return a.fp8_out ? launch<E, E>(a, s) : a.yq ? launch<E, D>(a, s) : launch<E, B>(a, s);
-    }
-    if (zs)  // 64-byte blocks
-      return a.fp8_out ? launch<E, E, 64, true>(a, s) : a.yq ? launch<E, D, 64, true>(a, s) : launch<E, B, 64, true>(a, s);
-    return a.fp8_out ? launch<E, E, 64>(a, s) : a.yq ? launch<E, D, 64>(a, s) : launch<E, B, 64>(a, s);
+    if (a.ci % 128 == 0) return zs ? out(std::integral_constant<int, kRow>{}, Zs{}) : out(std::integral_constant<int, kRow>{}, NoZs{});
+    return zs ? out(std::integral_constant<int, 64>{}, Zs{}) : out(std::integral_constant<int, 64>{}, NoZs{});  // 64-byte blocks
   }
   if (a.kernel == WgmmaKernel::rows ||
       (a.kernel == WgmmaKernel::any && wgmma_rows_supported(a.ci, a.co, a.kh, a.kw, a.pad_h, a.pad_w, a.ow, a.bf16)))
