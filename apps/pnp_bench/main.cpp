@@ -37,7 +37,7 @@ void parse_cli(int argc, char** argv, Cli& c) {
       "output,o", po::value<std::string>(&c.output), "output HDF5 file (overrides output.file)")(
       "force,f", po::bool_switch(&c.force), "overwrite an existing output file")(
       "ceilings", po::bool_switch(&c.ceilings),
-      "instead of a sweep, measure the device's ceilings: copy bandwidth, TF32/FP32/BF16 matrix products "
+      "instead of a sweep, measure the device's ceilings: copy bandwidth, TF32/FP32/BF16 (and on a GPU FP8) matrix products "
       "and the DRUNet 3x3 convolution (TF32, BF16); writes /ceilings to --output (default pnp_ceilings.h5)")(
       "device", po::value<std::string>(&c.device), "with --ceilings: cpu, cuda or cuda:N (default: cuda if present)")(
       "scaling", po::bool_switch(&c.scaling),

@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "pnp/device.hpp"
 #include "pnp/io.hpp"
 #include "pnp/messages.hpp"
+#include "pnp/nn/fp8.hpp"
 #include "pnp/nn/nn.hpp"
 #include "pnp/roofline.hpp"
 #include "pnp/validate.hpp"
@@ -40,15 +42,41 @@ std::vector<int64_t> parse_list(const std::string& s, const std::string& what) {
   return out;
 }
 
+// --rates NAME=TF32,BF16,FP8,HBM: a GPU's dense tensor-core peaks (TFLOP/s) and HBM bandwidth (TB/s).
+roofline::GpuPeak parse_rates(const std::string& s) {
+  const auto eq = s.find('=');
+  std::vector<double> v;
+  std::stringstream ss(eq == std::string::npos ? "" : s.substr(eq + 1));
+  std::string item;
+  bool ok = eq != std::string::npos && eq > 0;
+  while (ok && std::getline(ss, item, ',')) {
+    try {
+      size_t pos = 0;
+      v.push_back(std::stod(item, &pos));
+      ok = pos == item.size() && std::isfinite(v.back()) && v.back() >= 0;
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || v.size() != 4 || v[0] <= 0 || v[1] <= 0 || v[3] <= 0)
+    throw InputError("--rates: expected NAME=TF32,BF16,FP8,HBM (TFLOP/s, TB/s; FP8 may be 0, the others > 0), got '" +
+                     clip_value(s) + "'");
+  roofline::GpuPeak p;
+  p.name = s.substr(0, eq);
+  p.tf32_tflops = v[0], p.bf16_tflops = v[1], p.fp8_tflops = v[2], p.hbm_tbps = v[3];
+  return p;
+}
+
 // The command line.
 struct Options {
   std::string input, dataset, output, out_dataset, weights, save_weights, dump_ir, device, dtype, backend, features,
-      counts;
+      counts, fp8_keep;
+  std::vector<std::string> rates;
   nn::DenoiserSpec spec;
   double sigma = 0.1;
   int64_t patch = 0, overlap = -1;
   uint64_t seed = 0;
-  bool overwrite = false, no_pad = false, help = false;
+  bool overwrite = false, no_pad = false, help = false, per_kernel = false;
 };
 
 po::options_description describe(Options& o) {
@@ -88,7 +116,17 @@ po::options_description describe(Options& o) {
        "patch overlap in pixels; -1 = the receptive radius (result equals the un-patched one)")
       ("counts", po::value(&o.counts),
        "print the roofline counts (FLOPs, bytes, floors on A100/H100/H200) and the activation memory "
-       "of this comma-separated input shape (e.g. 1,1,4096,4096) at --dtype, and exit; needs no input")
+       "of this comma-separated input shape (e.g. 1,1,4096,4096) at --dtype, and exit; needs no input. "
+       "The native floor sums each kernel's floor: the larger of its FLOPs at the tensor-core peak of its "
+       "precision and its bytes at the HBM bandwidth, fusions as the native executor makes them")
+      ("fp8-keep", po::value(&o.fp8_keep),
+       "with --counts and --dtype bfloat16: the native floor with denoiser.precision = \"fp8\" and this "
+       "denoiser.fp8_keep (none, head, tail, head_tail, native, native_wide, native_deep)")
+      ("rates", po::value(&o.rates)->composing(),
+       "with --counts: the floors on this GPU instead of the data sheets' A100, H100 and H200, as "
+       "NAME=TF32,BF16,FP8,HBM (TFLOP/s dense, TB/s; e.g. measured ones, pnp_bench --ceilings); repeatable")
+      ("per-kernel", po::bool_switch(&o.per_kernel),
+       "with --counts: also the native floor per kind of kernel, on the last GPU listed")
       ("dump-ir", po::value(&o.dump_ir), "also write the denoiser IR as JSON to this file")
       ("save-weights", po::value(&o.save_weights), "also write the weights used to this HDF5 file");
   return opts;
@@ -174,10 +212,21 @@ int run(int argc, char** argv) {
   Options o = parse_options(argc, argv);
   if (o.help) return 0;
   if (!o.counts.empty()) {
-    std::cout << roofline::report(nn::build(o.spec), parse_list(o.counts, "counts"),
-                                  at::elementSize(nn::parse_dtype(o.dtype, "--dtype")));
+    const nn::Graph g = nn::build(o.spec);
+    const auto dtype = nn::parse_dtype(o.dtype, "--dtype");
+    roofline::ReportOptions ro;
+    ro.per_kernel = o.per_kernel;
+    for (const auto& r : o.rates) ro.peaks.push_back(parse_rates(r));
+    if (!o.fp8_keep.empty()) {
+      if (dtype != at::kBFloat16) throw InputError("--fp8-keep: FP8 runs beside bf16 (--dtype bfloat16)");
+      const auto convs = nn::fp8_run_convs(g, o.fp8_keep);  // InputError for an unknown choice
+      ro.fp8_convs.insert(convs.begin(), convs.end());
+    }
+    std::cout << roofline::report(g, parse_list(o.counts, "counts"), at::elementSize(dtype), ro);
     return 0;
   }
+  if (!o.fp8_keep.empty() || !o.rates.empty() || o.per_kernel)
+    throw InputError("--fp8-keep, --rates and --per-kernel go with --counts");
   check_options(o);
   const at::Device device = parse_device(o.device, "--device");
   const at::ScalarType dtype = nn::parse_dtype(o.dtype, "--dtype");

@@ -110,7 +110,7 @@ void write_results(const SweepConfig& c, const std::vector<Row>& rows, bool over
 // (copy, matmul) are poisoned with NaN first, and a sample of every output is checked against
 // float64 after the timed calls.
 struct Ceiling {
-  std::string name;   // copy, matmul_{tf32,fp32,bf16}, conv3x3_{tf32,fp32,bf16}
+  std::string name;   // copy, matmul_{tf32,fp32,bf16,fp8} (fp8: GPU only), conv3x3_{tf32,fp32,bf16}
   std::string shape;  // e.g. "536870912" (elements), "8192x8192x8192" (m x n x k), "1x64x4096x4096"
   double seconds = 0;  // median of the timed calls
   double rate = 0;     // GB/s (copy) or TFLOP/s

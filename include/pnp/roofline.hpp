@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,10 +86,53 @@ struct ActivationMemory {
 ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t>& input_shape,
                                    int64_t element_bytes, ExecutorStyle style);
 
+// The floor of the native executor's forward pass, kernel by kernel. Each fusion group (a conv
+// with the BN, add and ReLU it takes in, as activation_memory's native style) is one kernel, and
+// so is every other op that moves data (a transposed conv, an unfused add, concat, pooling, ...;
+// views and the sigma map's broadcast cost nothing). A kernel's floor is the larger of its FLOPs
+// at its precision's dense tensor-core peak (TF32 for 4-byte elements, BF16 for 2-byte ones, FP8
+// for the convs in fp8_convs) and its bytes at the HBM bandwidth: every value it reads once and
+// its output written once, no intermediate of a group stored. The kernels run one after another
+// on one stream, so the network's floor is the sum of theirs: tighter than count()'s
+// max(FLOPs / peak, bytes / bandwidth) over the whole network, where a memory-bound layer would
+// hide behind a compute-bound one.
+// FP8 convs read e4m3 input (1 byte) and weights (1 byte); a value read by FP8 convs only is
+// stored in e4m3 alone, one read by an FP8 conv and by anything else in both (pnp's dual output,
+// NativeOptions::fp8_dual_out); so this is the floor of an ideal FP8 executor, where every
+// producer writes its reader's e4m3 (pnp's strided and transposed convs do not: quantising
+// passes, not counted). element_bytes 2 or 4 (InputError otherwise); fp8_convs: conv node ids,
+// with element_bytes 2 (nn::fp8_run_convs).
+struct KernelFloor {
+  int node = 0;           // the kernel's first node (the conv of a group)
+  int last = 0;           // its last node: the value it writes
+  std::string name, op;   // the first node's
+  std::string precision;  // "tf32", "bf16" or "fp8" (the products'); of a kernel without products, its data's
+  std::string fused;      // the ops after the first, e.g. "add relu"
+  double flops = 0, bytes = 0, compute_s = 0, memory_s = 0;
+  double seconds() const { return compute_s > memory_s ? compute_s : memory_s; }
+};
+struct NativeFloor {
+  std::string gpu;
+  std::vector<KernelFloor> kernels;  // in the order they run
+  double seconds = 0;                // the sum of the kernels' floors
+  double compute_s = 0, memory_s = 0;  // the sums of their two terms
+  double flops = 0, bytes = 0;
+};
+NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes,
+                         const std::set<int>& fp8_convs, const GpuPeak& peak);
+
 // A printable summary for one input shape (pnp_denoise --counts): FLOPs and bytes (ours and the
-// study's), intensity, the roofline floor on every GPU of peak_table() (the TF32 roof for 4-byte
-// elements, the BF16 roof for 2-byte ones, FP64 is not tabulated), and the activation memory of
-// both executor styles.
-std::string report(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes);
+// study's), intensity, the roofline floor on every GPU of `peaks` (the TF32 roof for 4-byte
+// elements, the BF16 roof for 2-byte ones, FP64 is not tabulated) and, for 2- and 4-byte elements,
+// native_floor on each, and the activation memory of both executor styles; per_kernel: also
+// native_floor's kernels on the last of `peaks`, those of one kind (op, fused ops, channels,
+// output size, precision) on one line.
+struct ReportOptions {
+  std::set<int> fp8_convs;         // native_floor's
+  std::vector<GpuPeak> peaks;      // empty: peak_table()
+  bool per_kernel = false;
+};
+std::string report(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes,
+                   const ReportOptions& options = {});
 
 }  // namespace pnp::roofline

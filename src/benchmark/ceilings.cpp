@@ -89,6 +89,19 @@ std::vector<Ceiling> measure_ceilings(const CeilingOptions& o, std::ostream& pro
         });
   }
 
+  if (gpu) {  // FP8 (e4m3) products through cuBLASLt (ATen's _scaled_mm): unit scales, bf16 out, fast accumulation
+    at::Tensor a = at::randn({m, m}, opts).to(at::kFloat8_e4m3fn);
+    at::Tensor b = at::randn({m, m}, opts).to(at::kFloat8_e4m3fn).t().contiguous().t();  // column-major, as it asks
+    const at::Tensor one = at::ones({}, opts);
+    at::Tensor c = at::full({m, m}, NAN, opts.dtype(at::kBFloat16));
+    run({"matmul_fp8", std::to_string(m) + "x" + std::to_string(m) + "x" + std::to_string(m), 0, 0, "TFLOP/s", 0},
+        [&] { c = at::_scaled_mm(a, b, one, one, {}, {}, at::kBFloat16, true); }, 2.0 * std::pow(static_cast<double>(m), 3),
+        [&] {
+          const at::Tensor ref = at::mm(a.narrow(0, 0, 8).to(at::kCPU, at::kDouble), b.to(at::kCPU, at::kDouble));
+          return rel_err(c.narrow(0, 0, 8), ref);
+        });
+  }
+
   const int64_t hw = o.quick ? 32 : gpu ? 4096 : 256, ch = o.quick ? 16 : 64;
   for (const auto& [name, dtype, tf32] : std::vector<std::tuple<std::string, at::ScalarType, bool>>{
            {"conv3x3_tf32", at::kFloat, true}, {"conv3x3_fp32", at::kFloat, false}, {"conv3x3_bf16", at::kBFloat16, false}}) {
@@ -120,7 +133,7 @@ void write_ceilings(const std::string& path, const std::vector<Ceiling>& rows, c
   auto col = [&](const char* name, auto get, const char* units, const char* desc) {
     io::write_column(f, std::string("/ceilings/") + name, rows, get, units, desc);
   };
-  col("name", [](const Ceiling& r) { return r.name; }, "", "kernel: copy, matmul_{tf32,fp32,bf16}, conv3x3_{tf32,fp32,bf16}");
+  col("name", [](const Ceiling& r) { return r.name; }, "", "kernel: copy, matmul_{tf32,fp32,bf16,fp8}, conv3x3_{tf32,fp32,bf16}");
   col("shape", [](const Ceiling& r) { return r.shape; }, "",
       "elements (copy), m x n x k (matmul), input B x C x H x W (conv)");
   col("unit", [](const Ceiling& r) { return r.unit; }, "", "unit of rate");

@@ -21,6 +21,65 @@ std::string lower(std::string_view s) {
   std::transform(o.begin(), o.end(), o.begin(), [](unsigned char c) { return std::tolower(c); });
   return o;
 }
+
+std::vector<std::vector<int>> readers_of(const nn::Graph& g) {
+  std::vector<std::vector<int>> r(g.nodes.size());
+  for (const auto& nd : g.nodes)
+    for (int i : nd.inputs) r[i].push_back(nd.id);
+  return r;
+}
+
+// Whether pad node id pads anything (a pad to the same shape is skipped: its input).
+bool pads(const nn::Graph& g, const std::vector<std::vector<int64_t>>& shapes, int id) {
+  const int in = g.nodes[id].inputs[0];
+  for (int d = 0; d < g.dim; ++d)
+    if (shapes[id][2 + d] != shapes[in][2 + d]) return true;
+  return false;
+}
+
+// The native executor's fusion groups (pnp/nn/native.hpp): conv [-> BN] -> ReLU, or conv [-> BN]
+// -> add (the conv on either side) [-> ReLU], each link on a single-reader value. stage[v]: 1 conv,
+// 2 folded BN, 3 fused add, 4 fused ReLU (the group ends), 0 not in a group; fused[v]: the value a
+// group member v continues (its input in the group: the conv's side of a fused add), -1 for none.
+struct Groups {
+  std::vector<int> stage, fused;
+};
+Groups native_groups(const nn::Graph& g, const std::vector<std::vector<int>>& readers) {
+  using nn::OpKind;
+  const int n = static_cast<int>(g.nodes.size());
+  Groups fg{std::vector<int>(n, 0), std::vector<int>(n, -1)};
+  auto open_group = [&](int v, int max_stage) {
+    return v > 0 && v != g.output() && readers[v].size() == 1 && fg.stage[v] >= 1 && fg.stage[v] <= max_stage;
+  };
+  auto join = [&](int id, int v, int stage) {
+    fg.stage[id] = stage;
+    fg.fused[id] = v;
+  };
+  for (const auto& nd : g.nodes) {
+    const int id = nd.id;
+    if (id == 0) continue;
+    const int in = nd.inputs.empty() ? -1 : nd.inputs[0];
+    switch (nd.op) {
+      case OpKind::conv:
+        fg.stage[id] = 1;
+        break;
+      case OpKind::relu:
+        if (open_group(in, 3)) join(id, in, 4);
+        break;
+      case OpKind::batch_norm:
+        if (open_group(in, 1)) join(id, in, 2);
+        break;
+      case OpKind::add:
+        for (int k = 0; k < 2 && fg.stage[id] == 0; ++k)
+          if (nd.inputs.size() == 2 && nd.inputs[0] != nd.inputs[1] && open_group(nd.inputs[k], 2))
+            join(id, nd.inputs[k], 3);
+        break;
+      default:
+        break;
+    }
+  }
+  return fg;
+}
 }  // namespace
 
 const std::vector<GpuPeak>& peak_table() {
@@ -129,9 +188,7 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
   const auto shapes = nn::infer_shapes(g, input_shape);
   const int n = static_cast<int>(g.nodes.size());
   const double eb = static_cast<double>(element_bytes);
-  std::vector<std::vector<int>> readers(n);
-  for (const auto& nd : g.nodes)
-    for (int i : nd.inputs) readers[i].push_back(nd.id);
+  const auto readers = readers_of(g);
   ActivationMemory m;
   for (const auto& nd : g.nodes)
     for (const auto& p : nd.params) m.weights_bytes += eb * numel(p.shape);
@@ -139,13 +196,7 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
   // buffer[v]: the value whose allocation v lives in.
   std::vector<int> buffer(n);
   const bool native = style == ExecutorStyle::native;
-  // Native fusion groups (pnp/nn/native.hpp): conv [-> BN] -> ReLU, or conv [-> BN] -> add
-  // (the conv on either side) [-> ReLU], each link on a single-reader value. stage[v]: 1 conv,
-  // 2 folded BN, 3 fused add, 4 fused ReLU (the group ends), 0 not in a group.
-  std::vector<int> stage(n, 0);
-  auto open_group = [&](int v, int max_stage) {
-    return v > 0 && v != g.output() && readers[v].size() == 1 && stage[v] >= 1 && stage[v] <= max_stage;
-  };
+  const Groups fg = native ? native_groups(g, readers) : Groups{std::vector<int>(n, 0), std::vector<int>(n, -1)};
   for (const auto& nd : g.nodes) {
     const int id = nd.id;
     buffer[id] = id;
@@ -156,36 +207,24 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
       case OpKind::crop:
         alias = true;
         break;
-      case OpKind::pad: {
-        bool any = false;
-        for (int d = 0; d < g.dim; ++d) any = any || shapes[id][2 + d] != shapes[in][2 + d];
-        alias = !any;
+      case OpKind::pad:
+        alias = !pads(g, shapes, id);
         break;
-      }
       case OpKind::sigma_channel:
         alias = native;  // eager: a full [B, 1, ...] map; native: an expanded one-element buffer
-        break;
-      case OpKind::conv:
-        stage[id] = 1;
         break;
       case OpKind::relu: {
         const OpKind p = g.nodes[in].op;
         const bool last = readers[in].size() == 1 || readers[in].back() == id;
-        if (native && open_group(in, 3)) stage[id] = 4;
-        alias = stage[id] == 4 ||
+        alias = fg.stage[id] == 4 ||
                 (nd.attrs.inplace && last && p != OpKind::input && p != OpKind::pad && p != OpKind::crop);
         break;
       }
       case OpKind::batch_norm:
-        if (native && open_group(in, 1)) stage[id] = 2;
-        alias = stage[id] == 2;
+        alias = fg.stage[id] == 2;
         break;
       case OpKind::add:
-        for (int k = 0; native && k < 2 && stage[id] == 0; ++k)
-          if (nd.inputs.size() == 2 && nd.inputs[0] != nd.inputs[1] && open_group(nd.inputs[k], 2)) {
-            stage[id] = 3;
-            buffer[id] = buffer[nd.inputs[k]];
-          }
+        if (fg.stage[id] == 3) buffer[id] = buffer[fg.fused[id]];
         break;
       default:
         break;
@@ -221,7 +260,97 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
   return m;
 }
 
-std::string report(const nn::Graph& g, const std::vector<int64_t>& shape, int64_t element_bytes) {
+NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes,
+                         const std::set<int>& fp8_convs, const GpuPeak& peak) {
+  using nn::OpKind;
+  const int n = static_cast<int>(g.nodes.size());
+  if (element_bytes != 2 && element_bytes != 4)
+    throw InputError("native floor: the native executor runs 2- or 4-byte elements (bf16, float32), not " +
+                     std::to_string(element_bytes));
+  for (int v : fp8_convs)
+    if (v < 0 || v >= n || g.nodes[v].op != OpKind::conv)
+      throw InputError("native floor: FP8 node " + std::to_string(v) + " is not a convolution");
+  if (!fp8_convs.empty() && element_bytes != 2) throw InputError("native floor: FP8 convolutions run beside bf16 ones");
+  if (!fp8_convs.empty() && peak.fp8_tflops <= 0) throw InputError("native floor: " + peak.name + " has no FP8 tensor cores");
+  const auto shapes = nn::infer_shapes(g, input_shape);  // InputError for an impossible shape
+  const Counts counts = count(g, input_shape, element_bytes);
+  const auto readers = readers_of(g);
+  const Groups fg = native_groups(g, readers);
+  const double eb = static_cast<double>(element_bytes);
+
+  // origin[v]: the stored value that view v shows (crop, a pad that pads nothing); -1 for the
+  // sigma map, a broadcast of one number
+  std::vector<int> origin(n);
+  std::vector<bool> view(n, false), continued(n, false);
+  for (const auto& nd : g.nodes) {
+    const int id = nd.id;
+    origin[id] = id;
+    if (id == 0) continue;
+    const int in = nd.inputs[0];
+    if (nd.op == OpKind::crop || (nd.op == OpKind::pad && !pads(g, shapes, id))) origin[id] = origin[in], view[id] = true;
+    if (nd.op == OpKind::sigma_channel) origin[id] = -1, view[id] = true;
+    if (fg.fused[id] >= 0) continued[fg.fused[id]] = true;
+  }
+  auto fp8_read = [&](const nn::Node& m, int k) { return k == 0 && fp8_convs.count(m.id) > 0; };
+  // how each stored value is kept: in the element type for any reader but an FP8 conv's input,
+  // in e4m3 for an FP8 conv's input
+  std::vector<bool> plain(n, false), e4m3(n, false);
+  for (const auto& m : g.nodes) {
+    if (view[m.id]) continue;
+    for (size_t k = 0; k < m.inputs.size(); ++k) {
+      const int u = m.inputs[k], o = origin[u];
+      if (o < 0 || u == fg.fused[m.id]) continue;
+      (fp8_read(m, static_cast<int>(k)) ? e4m3 : plain)[o] = true;
+    }
+  }
+  if (origin[g.output()] >= 0) plain[origin[g.output()]] = true;
+
+  NativeFloor f;
+  f.gpu = peak.name;
+  std::vector<int> kernel_of(n, -1);  // the index in f.kernels of the kernel node v belongs to
+  for (const auto& nd : g.nodes) {
+    const int id = nd.id;
+    if (id == 0 || view[id]) continue;
+    if (fg.fused[id] >= 0) {
+      kernel_of[id] = kernel_of[fg.fused[id]];
+    } else {
+      KernelFloor k;
+      k.node = id;
+      k.name = nd.name;
+      k.op = std::string(nn::to_string(nd.op));
+      const bool products = nd.op == OpKind::conv || nd.op == OpKind::conv_transpose;
+      k.precision = fp8_convs.count(id) ? "fp8" : element_bytes == 2 ? "bf16" : products ? "tf32" : "fp32";
+      kernel_of[id] = static_cast<int>(f.kernels.size());
+      f.kernels.push_back(k);
+    }
+    KernelFloor& k = f.kernels[kernel_of[id]];
+    k.last = id;
+    if (id != k.node) k.fused += (k.fused.empty() ? "" : " ") + std::string(nn::to_string(nd.op));
+    k.flops += counts.ops[id].flops;
+    for (size_t i = 0; i < nd.inputs.size(); ++i) {
+      const int u = nd.inputs[i];
+      if (origin[u] < 0 || u == fg.fused[id]) continue;
+      k.bytes += numel(shapes[u]) * (fp8_read(nd, static_cast<int>(i)) ? 1.0 : eb);
+    }
+    for (const auto& p : nd.params)
+      k.bytes += static_cast<double>(p.numel()) * (fp8_convs.count(id) && p.role == "weight" ? 1.0 : eb);
+    if (!continued[id]) k.bytes += numel(shapes[id]) * ((plain[id] || !e4m3[id] ? eb : 0.0) + (e4m3[id] ? 1.0 : 0.0));
+  }
+  for (auto& k : f.kernels) {
+    const double roof = k.precision == "fp8" ? peak.fp8_tflops : k.precision == "bf16" ? peak.bf16_tflops : peak.tf32_tflops;
+    k.compute_s = k.flops / (roof * 1e12);
+    k.memory_s = k.bytes / (peak.hbm_tbps * 1e12);
+    f.seconds += k.seconds();
+    f.compute_s += k.compute_s;
+    f.memory_s += k.memory_s;
+    f.flops += k.flops;
+    f.bytes += k.bytes;
+  }
+  return f;
+}
+
+std::string report(const nn::Graph& g, const std::vector<int64_t>& shape, int64_t element_bytes,
+                   const ReportOptions& options) {
   const Counts c = count(g, shape, element_bytes);
   const auto me = activation_memory(g, shape, element_bytes, ExecutorStyle::eager);
   const auto mn = activation_memory(g, shape, element_bytes, ExecutorStyle::native);
@@ -238,12 +367,54 @@ std::string report(const nn::Graph& g, const std::vector<int64_t>& shape, int64_
        c.macs_per_pixel());
   line("  bytes        %.4g GB moved by the ops (study convention %.4g)\n", c.bytes / 1e9, c.bytes_study / 1e9);
   line("  intensity    %.1f FLOP/B (study %.1f)\n", c.intensity(), c.intensity_study());
-  for (const auto& p : peak_table()) {
+  const std::vector<GpuPeak>& peaks = options.peaks.empty() ? peak_table() : options.peaks;
+  for (const auto& p : peaks) {
     const double roof = element_bytes == 2 ? p.bf16_tflops : p.tf32_tflops;
     const double t = std::max(c.flops / (roof * 1e12), c.bytes / (p.hbm_tbps * 1e12));
     line("  floor %-5s  %.4g ms (%s roof %.0f TF/s, HBM %.2f TB/s: %s-bound)\n", p.name.c_str(), t * 1e3,
          element_bytes == 2 ? "BF16" : "TF32", roof, p.hbm_tbps,
          c.flops / (roof * 1e12) >= c.bytes / (p.hbm_tbps * 1e12) ? "compute" : "memory");
+  }
+  const bool native = element_bytes == 2 || element_bytes == 4;
+  const std::string fp8 =
+      options.fp8_convs.empty() ? "" : ", " + std::to_string(options.fp8_convs.size()) + " convolutions in FP8";
+  NativeFloor last;
+  for (const auto& p : peaks) {
+    if (!native) continue;
+    if (!options.fp8_convs.empty() && p.fp8_tflops <= 0) {
+      line("  native floor %-5s none: no FP8 tensor cores\n", p.name.c_str());
+      continue;
+    }
+    last = native_floor(g, shape, element_bytes, options.fp8_convs, p);
+    line("  native floor %-5s %.4g ms, kernel by kernel (%zu kernels%s; their compute %.4g ms, memory %.4g ms; "
+         "%.4g GB moved)\n",
+         p.name.c_str(), last.seconds * 1e3, last.kernels.size(), fp8.c_str(), last.compute_s * 1e3,
+         last.memory_s * 1e3, last.bytes / 1e9);
+  }
+  if (options.per_kernel && !last.kernels.empty()) {
+    // one line per kind of kernel, in the order each kind first runs
+    const auto shapes = nn::infer_shapes(g, shape);
+    struct Kind {
+      std::string key;
+      int count = 0;
+      double floor = 0, compute = 0, memory = 0;
+    };
+    std::vector<Kind> kinds;
+    for (const auto& k : last.kernels) {
+      const auto& nd = g.nodes[k.node];
+      const auto& in = shapes[nd.inputs.empty() ? k.node : nd.inputs[0]];
+      const auto& out = shapes[k.last];
+      std::vector<int64_t> spatial_out(out.begin() + 2, out.end());
+      const std::string key = k.op + (k.fused.empty() ? "" : " + " + k.fused) + " " + std::to_string(in[1]) + "->" +
+                              std::to_string(out[1]) + " ch at " + nn::shape_string(spatial_out) + ", " + k.precision;
+      auto it = std::find_if(kinds.begin(), kinds.end(), [&](const Kind& q) { return q.key == key; });
+      if (it == kinds.end()) it = kinds.insert(kinds.end(), Kind{key});
+      it->count += 1, it->floor += k.seconds(), it->compute += k.compute_s, it->memory += k.memory_s;
+    }
+    line("  native floor %s, per kind of kernel: calls, floor, compute, memory (ms)\n", last.gpu.c_str());
+    for (const auto& q : kinds)
+      line("    %-60s %3d  %8.4g  %8.4g  %8.4g\n", q.key.c_str(), q.count, q.floor * 1e3, q.compute * 1e3,
+           q.memory * 1e3);
   }
   line("  weights      %.4g GB\n", me.weights_bytes / 1e9);
   line("  activations  eager %.4g GB peak (at %s), native %.4g GB peak (at %s); workspaces not included\n",

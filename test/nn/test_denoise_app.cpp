@@ -5,11 +5,14 @@
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <regex>
 #include <fstream>
 #include <sstream>
 
 #include "pnp/io.hpp"
+#include "pnp/nn/fp8.hpp"
 #include "pnp/nn/nn.hpp"
+#include "pnp/roofline.hpp"
 #include "test_util.hpp"
 
 using namespace pnp;
@@ -64,5 +67,38 @@ TEST_CASE("pnp_denoise applies a denoiser to an HDF5 stack, patched") {
     const auto pos = text.find("error: ");
     REQUIRE(pos != std::string::npos);
     CHECK(text.find('\n', pos) == text.size() - 1);
+  }
+}
+
+TEST_CASE("pnp_denoise --counts: the native floor at the given rates, FP8 where fp8_keep puts it") {
+  const std::string log = (pnp::test::scratch_dir("pnp_denoise_counts") / "counts.log").string();
+  REQUIRE(run("--counts 1,1,64,64 --dtype bfloat16 --fp8-keep native_deep --rates M=100,200,400,0.5 --per-kernel", log) ==
+          0);
+  const std::string text = slurp(log);
+  INFO(text);
+  // the floor it prints is native_floor's on those rates, with fp8_run_convs's convolutions in FP8
+  nn::DenoiserSpec s;
+  const nn::Graph g = nn::build(s);
+  const auto convs = nn::fp8_run_convs(g, "native_deep");
+  roofline::GpuPeak m;
+  m.name = "M", m.tf32_tflops = 100, m.bf16_tflops = 200, m.fp8_tflops = 400, m.hbm_tbps = 0.5;
+  const auto f = roofline::native_floor(g, {1, 1, 64, 64}, 2, std::set<int>(convs.begin(), convs.end()), m);
+  std::smatch hit;
+  REQUIRE(std::regex_search(text, hit, std::regex(R"(native floor M +([0-9.e+-]+) ms, kernel by kernel \(69 kernels, 24 convolutions in FP8)")));
+  CHECK(std::stod(hit[1]) == doctest::Approx(f.seconds * 1e3).epsilon(1e-3));
+  CHECK(text.find("floor H100") == std::string::npos);  // --rates replaces the data sheets
+  // per kind of kernel: the 256-channel ResBlocks' second convolutions, 8 of them, in FP8
+  CHECK(std::regex_search(text, std::regex(R"(conv \+ add 256->256 ch at \[16, 16\], fp8 +8 )")));
+  CHECK(std::regex_search(text, std::regex(R"(conv \+ relu 64->64 ch at \[64, 64\], bf16 +8 )")));
+
+  // misuse: FP8 beside float32, an unknown choice, bad rates, the floor options without --counts
+  for (const std::string& bad : {std::string("--counts 1,1,64,64 --fp8-keep native"),
+                                 std::string("--counts 1,1,64,64 --dtype bfloat16 --fp8-keep most"),
+                                 std::string("--counts 1,1,64,64 --rates M=1,2,3"),
+                                 std::string("--counts 1,1,64,64 --rates M=1,2,3,0"),
+                                 std::string("--input a.h5 --output b.h5 --per-kernel")}) {
+    INFO(bad);
+    CHECK(run(bad, log) == 2);
+    CHECK(slurp(log).find("error: ") != std::string::npos);
   }
 }

@@ -1,6 +1,9 @@
 // Roofline counts at 2048^2 against independent hand counts, and the peak table.
 #include "pnp_test.hpp"
 
+#include <algorithm>
+#include <set>
+
 #include "pnp/nn/models.hpp"
 #include "pnp/roofline.hpp"
 #include "ir_graphs.hpp"
@@ -159,4 +162,124 @@ TEST_CASE("activation memory: native fusion groups share the conv's buffer, the 
   const auto n = activation_memory(g, {1, 2, 6, 5}, 4, ExecutorStyle::native);
   CHECK(n.peak_bytes == 480);
   CHECK(n.peak_node == "c1");
+}
+
+namespace {
+// Rates that make the floor's two terms readable: 1 FLOP/s and 0.1 B/s (compute_s = FLOPs,
+// memory_s = 10 x bytes); FP8 twice BF16.
+GpuPeak unit_rates() {
+  GpuPeak p;
+  p.name = "unit";
+  p.tf32_tflops = 1e-12, p.bf16_tflops = 1e-12, p.fp8_tflops = 2e-12, p.hbm_tbps = 1e-13, p.fp32_tflops = 1e-12;
+  return p;
+}
+Param weight(const std::string& name, int64_t c) { return {"weight", name + ".weight", {c, c, 3, 3}, true}; }
+}  // namespace
+
+TEST_CASE("native floor: each fusion group one kernel, its reads and its one write by hand") {
+  // x -> c1 -> sum = add(x, c1) -> r1 -> c2 -> r2 (the fusion test's graph), 2 channels, 6x5:
+  // every value 60 elements, each weight 36; each conv 2 * 2 * 18 * 30 = 2160 FLOPs.
+  Graph g = nn::test::input_graph(2);
+  const Attrs a = nn::test::conv3x3(2);
+  g.add("c1", OpKind::conv, {0}, a, {weight("c1", 2)});
+  g.add("sum", OpKind::add, {0, 1});
+  g.add("r1", OpKind::relu, {2});
+  g.add("c2", OpKind::conv, {3}, a, {weight("c2", 2)});
+  g.add("r2", OpKind::relu, {4});
+  const std::vector<int64_t> shape{1, 2, 6, 5};
+  const NativeFloor f = native_floor(g, shape, 4, {}, unit_rates());
+  REQUIRE(f.kernels.size() == 2);
+  // conv + add + ReLU: x read by the conv and again by the add, the weight, r1 written once
+  CHECK(f.kernels[0].node == 1);
+  CHECK(f.kernels[0].last == 3);
+  CHECK(f.kernels[0].fused == "add relu");
+  CHECK(f.kernels[0].precision == "tf32");
+  CHECK(f.kernels[0].bytes == 4 * (60 + 60 + 36 + 60));
+  CHECK(f.kernels[0].flops == 2160);
+  CHECK(f.kernels[1].fused == "relu");
+  CHECK(f.kernels[1].bytes == 4 * (60 + 36 + 60));
+  CHECK(f.kernels[0].memory_s == doctest::Approx(8640));
+  CHECK(f.kernels[1].memory_s == doctest::Approx(6240));
+  CHECK(f.kernels[0].compute_s == doctest::Approx(2160));
+  CHECK(f.seconds == doctest::Approx(8640 + 6240));  // both memory-bound at these rates
+  CHECK(f.compute_s == doctest::Approx(4320));
+  CHECK(f.flops == count(g, shape).flops);
+  CHECK(f.bytes < count(g, shape).bytes);  // the add's and the ReLUs' round trips are gone
+
+  // bf16 with c2 in FP8: r1's one reader is c2's input, so r1 is written in e4m3 only; c2 reads
+  // 1-byte input and weight and runs at the FP8 roof (twice BF16's)
+  const NativeFloor q = native_floor(g, shape, 2, {4}, unit_rates());
+  CHECK(q.kernels[0].bytes == 2 * (60 + 60 + 36) + 1 * 60);
+  CHECK(q.kernels[0].precision == "bf16");
+  CHECK(q.kernels[1].bytes == 1 * (60 + 36) + 2 * 60);
+  CHECK(q.kernels[1].precision == "fp8");
+  CHECK(q.kernels[1].compute_s == doctest::Approx(1080));
+  CHECK(q.kernels[0].compute_s == doctest::Approx(2160));
+
+  CHECK_THROWS_WITH_AS(native_floor(g, shape, 4, {4}, unit_rates()), doctest::Contains("beside bf16"), InputError);
+  CHECK_THROWS_WITH_AS(native_floor(g, shape, 2, {2}, unit_rates()), doctest::Contains("not a convolution"), InputError);
+  CHECK_THROWS_WITH_AS(native_floor(g, shape, 8, {}, unit_rates()), doctest::Contains("2- or 4-byte"), InputError);
+  CHECK_THROWS_WITH_AS(native_floor(g, shape, 2, {4}, peak_for("A100")), doctest::Contains("no FP8"), InputError);
+  CHECK_THROWS_AS(native_floor(g, {1, 3, 6, 5}, 4, {}, unit_rates()), InputError);
+}
+
+TEST_CASE("native floor: a value read by an FP8 conv and by an add is kept in both types") {
+  // x -> c0 (bf16) = h -> c1 (FP8) -> r1 -> c2 (FP8) -> sum = add(h, c2): a DRUNet ResBlock behind
+  // a bf16 conv. h is c1's input (e4m3) and the add's residual (bf16): c0 writes 3 bytes an element.
+  Graph g = nn::test::input_graph(2);
+  const Attrs a = nn::test::conv3x3(2);
+  g.add("c0", OpKind::conv, {0}, a, {weight("c0", 2)});
+  g.add("c1", OpKind::conv, {1}, a, {weight("c1", 2)});
+  g.add("r1", OpKind::relu, {2});
+  g.add("c2", OpKind::conv, {3}, a, {weight("c2", 2)});
+  g.add("sum", OpKind::add, {1, 4});
+  const std::vector<int64_t> shape{1, 2, 6, 5};
+  const NativeFloor f = native_floor(g, shape, 2, {2, 4}, unit_rates());
+  REQUIRE(f.kernels.size() == 3);
+  CHECK(f.kernels[0].bytes == 2 * (60 + 36) + 3 * 60);  // c0: bf16 and its e4m3 copy
+  CHECK(f.kernels[1].bytes == 1 * (60 + 36) + 1 * 60);  // c1 + ReLU: e4m3 in, e4m3 out for c2
+  CHECK(f.kernels[1].fused == "relu");
+  CHECK(f.kernels[2].bytes == 1 * (60 + 36) + 2 * 60 + 2 * 60);  // c2 + add: the residual in bf16, the output
+  CHECK(f.kernels[2].fused == "add");
+  // without FP8, every value once in bf16
+  const NativeFloor b = native_floor(g, shape, 2, {}, unit_rates());
+  CHECK(b.kernels[0].bytes == 2 * (60 + 36 + 60));
+  CHECK(b.bytes == 2 * (3 * (60 + 36 + 60) + 60));
+}
+
+TEST_CASE("native floor: DRUNet 1 ch, its 69 kernels and a level-0 ResBlock by hand") {
+  const Graph g = make("drunet", 2, 1);
+  const std::vector<int64_t> shape{1, 1, 512, 512};
+  const double P = 512.0 * 512;
+  const NativeFloor f = native_floor(g, shape, 2, {}, peak_for("H200"));
+  // the sigma concat, the head, 28 ResBlocks of two, 3 strided downs, 3 transposed ups, 4 skip
+  // adds (a ResBlock's output ends its group, so the adds stay their own), the tail
+  REQUIRE(f.kernels.size() == 69);
+  int relu = 0, add = 0, alone = 0;
+  for (const auto& k : f.kernels) {
+    relu += k.fused == "relu";
+    add += k.fused == "add";
+    alone += k.op == "add" && k.fused.empty();
+  }
+  CHECK(relu == 28);
+  CHECK(add == 28);
+  CHECK(alone == 4);
+  // the first ResBlock: conv + ReLU reads and writes 64 x P in bf16 with its 64 x 64 x 9 weight;
+  // conv + add reads its input and the residual, writes one
+  const auto first = std::find_if(f.kernels.begin(), f.kernels.end(), [](const KernelFloor& k) { return k.fused == "relu"; });
+  REQUIRE(first != f.kernels.end());
+  CHECK(first->bytes == 2 * (2 * 64 * P + 64 * 64 * 9));
+  CHECK(first->flops == 2 * 64 * 64 * 9 * P);
+  CHECK((first + 1)->bytes == 2 * (3 * 64 * P + 64 * 64 * 9));
+  CHECK(f.flops == doctest::Approx(count(g, shape, 2).flops));
+  // FP8 on native_deep's 24 convolutions: the floor falls, and stays above FLOPs / FP8 peak
+  // alone and the total bytes over the bandwidth alone
+  std::set<int> deep;
+  for (const auto& k : f.kernels)
+    if ((k.fused == "relu" || k.fused == "add") && g.nodes[k.node].attrs.in_channels >= 256) deep.insert(k.node);
+  CHECK(deep.size() == 24);
+  const NativeFloor q = native_floor(g, shape, 2, deep, peak_for("H200"));
+  CHECK(q.seconds < f.seconds);
+  CHECK(q.seconds >= q.bytes / 4.8e12);
+  CHECK(q.bytes < f.bytes);
 }
