@@ -46,7 +46,8 @@ at::Tensor NativeImpl::conv(const PlanStep& s, Bound& t, const at::Tensor& x, co
 #endif
   if (x2) return conv(s, t, at::add(x, *x2), z, padding);
 #ifdef PNP_HAVE_WGMMA_CONV
-  if (t.wgmma && !t.epilogue && wgmma_applies(s, t, x, z, padding)) {  // (with graphs: timed, epilogue_conv)
+  // (with graphs: timed, epilogue_conv; untimed only the narrow layers, kUntimedHopperMaxChannels)
+  if (t.wgmma && !t.epilogue && x.size(1) <= native::kUntimedHopperMaxChannels && wgmma_applies(s, t, x, z, padding)) {
     t.wgmma_used = true;
     return native::wgmma_conv(x, t.w, t.has_bias ? &t.b : nullptr, z, s.relu, padding);
   }

@@ -39,6 +39,17 @@ bool wgmma_conv_applies(const at::Tensor& x, const at::Tensor& w, const std::vec
 // Whether the rows kernel takes it (it also needs wgmma_conv_applies).
 bool wgmma_rows_applies(const at::Tensor& x, const at::Tensor& w, const std::vector<int64_t>& padding);
 
+// Untimed (a convolution no cuDNN graph is timed against: NativeOptions::autotune off), pnp's
+// Hopper kernels take the convolutions of at most this many input channels, and cuDNN's plain ops
+// the wider ones. The timings that autotune records say so for DRUNet 4096² (the notes of
+// docs/results/side_by_side_h100_*.h5, one H100, 2026-12-07): at 64 channels the rows kernel beat
+// cuDNN's best on every layer (bf16: 1.563 against 2.706 ms, 2.211 against 3.210; float32: 3.660
+// against 5.789, 4.638 against 7.281), and at 128 to 512 channels cuDNN's plain ops beat the
+// Hopper kernels on all but two (bf16 conv + residual at 256: 2.098 against 3.921 ms; float32 conv
+// + ReLU at 128: 3.312 against 4.705); the two, float32 conv + residual at 128 and 256 (5.388
+// against 5.092 ms, 4.509 against 4.496), cost 0.3 and 0.01 ms a layer.
+inline constexpr int64_t kUntimedHopperMaxChannels = 64;
+
 // y = conv(x, w) (+ b) (+ z) (then ReLU) into a new channels-last tensor, or into *out (channels-
 // last, aligned, of the output's shape and x's dtype), on the current CUDA stream; b and z may be
 // null. Throws pnp::Error where wgmma_conv_applies is false (or the variant's kernel does not
