@@ -87,9 +87,10 @@ ActivationMemory activation_memory(const nn::Graph& g, const std::vector<int64_t
                                    int64_t element_bytes, ExecutorStyle style);
 
 // The floor of the native executor's forward pass, kernel by kernel. Each fusion group (a conv
-// with the BN, add and ReLU it takes in, as activation_memory's native style) is one kernel, and
-// so is every other op that moves data (a transposed conv, an unfused add, concat, pooling, ...;
-// views and the sigma map's broadcast cost nothing). A kernel's floor is the larger of its FLOPs
+// with the BN, add and ReLU it takes in, as activation_memory's native style; and an add whose one
+// reader is a conv's input, summed as that conv loads it) is one kernel, and so is every other op
+// that moves data (a transposed conv, an unfused add, concat, pooling, ...; views and the sigma
+// map's broadcast cost nothing). A kernel's floor is the larger of its FLOPs
 // at its precision's dense tensor-core peak (TF32 for 4-byte elements, BF16 for 2-byte ones, FP8
 // for the convs in fp8_convs) and its bytes at the HBM bandwidth: every value it reads once and
 // its output written once, no intermediate of a group stored. The kernels run one after another
@@ -107,7 +108,7 @@ struct KernelFloor {
   int last = 0;           // its last node: the value it writes
   std::string name, op;   // the first node's
   std::string precision;  // "tf32", "bf16" or "fp8" (the products'); of a kernel without products, its data's
-  std::string fused;      // the ops after the first, e.g. "add relu"
+  std::string fused;      // the ops after the first, e.g. "add relu"; "its input's add" (folded before it)
   double flops = 0, bytes = 0, compute_s = 0, memory_s = 0;
   double seconds() const { return compute_s > memory_s ? compute_s : memory_s; }
 };

@@ -291,7 +291,19 @@ NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_s
     if (nd.op == OpKind::sigma_channel) origin[id] = -1, view[id] = true;
     if (fg.fused[id] >= 0) continued[fg.fused[id]] = true;
   }
-  auto fp8_read = [&](const nn::Node& m, int k) { return k == 0 && fp8_convs.count(m.id) > 0; };
+  // an add no conv took as its epilogue, whose one reader is a conv reading it as its input:
+  // folded into that conv, which reads the two summands (the native plan's PlanStep::x2; pnp's
+  // tail kernel sums DRUNet's last skip add as it loads them); such a conv runs in bf16
+  std::vector<int> folded(n, -1);  // conv -> its folded add
+  std::set<int> fp8 = fp8_convs;
+  for (const auto& nd : g.nodes) {
+    if (nd.op != OpKind::add || fg.stage[nd.id] != 0 || nd.inputs.size() != 2 || nd.inputs[0] == nd.inputs[1] ||
+        readers[nd.id].size() != 1 || nd.id == g.output())
+      continue;
+    const auto& c = g.nodes[readers[nd.id][0]];
+    if (c.op == OpKind::conv && c.inputs.size() == 1) folded[c.id] = nd.id, fp8.erase(c.id);
+  }
+  auto fp8_read = [&](const nn::Node& m, int k) { return k == 0 && fp8.count(m.id) > 0; };
   // how each stored value is kept: in the element type for any reader but an FP8 conv's input,
   // in e4m3 for an FP8 conv's input
   std::vector<bool> plain(n, false), e4m3(n, false);
@@ -310,7 +322,7 @@ NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_s
   std::vector<int> kernel_of(n, -1);  // the index in f.kernels of the kernel node v belongs to
   for (const auto& nd : g.nodes) {
     const int id = nd.id;
-    if (id == 0 || view[id]) continue;
+    if (id == 0 || view[id] || std::find(folded.begin(), folded.end(), id) != folded.end()) continue;
     if (fg.fused[id] >= 0) {
       kernel_of[id] = kernel_of[fg.fused[id]];
     } else {
@@ -319,7 +331,8 @@ NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_s
       k.name = nd.name;
       k.op = std::string(nn::to_string(nd.op));
       const bool products = nd.op == OpKind::conv || nd.op == OpKind::conv_transpose;
-      k.precision = fp8_convs.count(id) ? "fp8" : element_bytes == 2 ? "bf16" : products ? "tf32" : "fp32";
+      k.precision = fp8.count(id) ? "fp8" : element_bytes == 2 ? "bf16" : products ? "tf32" : "fp32";
+      if (folded[id] >= 0) k.fused = "its input's add";
       kernel_of[id] = static_cast<int>(f.kernels.size());
       f.kernels.push_back(k);
     }
@@ -329,11 +342,16 @@ NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_s
     k.flops += counts.ops[id].flops;
     for (size_t i = 0; i < nd.inputs.size(); ++i) {
       const int u = nd.inputs[i];
+      if (u == folded[id]) {  // the two summands instead of their sum
+        for (int v : g.nodes[u].inputs)
+          if (origin[v] >= 0) k.bytes += numel(shapes[v]) * eb;
+        continue;
+      }
       if (origin[u] < 0 || u == fg.fused[id]) continue;
       k.bytes += numel(shapes[u]) * (fp8_read(nd, static_cast<int>(i)) ? 1.0 : eb);
     }
     for (const auto& p : nd.params)
-      k.bytes += static_cast<double>(p.numel()) * (fp8_convs.count(id) && p.role == "weight" ? 1.0 : eb);
+      k.bytes += static_cast<double>(p.numel()) * (fp8.count(id) && p.role == "weight" ? 1.0 : eb);
     if (!continued[id]) k.bytes += numel(shapes[id]) * ((plain[id] || !e4m3[id] ? eb : 0.0) + (e4m3[id] ? 1.0 : 0.0));
   }
   for (auto& k : f.kernels) {

@@ -247,14 +247,41 @@ TEST_CASE("native floor: a value read by an FP8 conv and by an add is kept in bo
   CHECK(b.bytes == 2 * (3 * (60 + 36 + 60) + 60));
 }
 
-TEST_CASE("native floor: DRUNet 1 ch, its 69 kernels and a level-0 ResBlock by hand") {
+TEST_CASE("native floor: an add read only by a conv is summed as the conv loads it") {
+  // x -> c0 -> r0; a = add(x, r0) -> c1: r0 ends its group (a ReLU), so the add is not c0's
+  // epilogue; its one reader is c1's input, which reads x and r0 instead of their sum, in bf16
+  // even where asked for FP8 (pnp's FP8 kernel takes no folded add)
+  Graph g = nn::test::input_graph(2);
+  const Attrs a = nn::test::conv3x3(2);
+  g.add("c0", OpKind::conv, {0}, a, {weight("c0", 2)});
+  g.add("r0", OpKind::relu, {1});
+  g.add("a", OpKind::add, {0, 2});
+  g.add("c1", OpKind::conv, {3}, a, {weight("c1", 2)});
+  const std::vector<int64_t> shape{1, 2, 6, 5};
+  const NativeFloor f = native_floor(g, shape, 2, {4}, unit_rates());
+  REQUIRE(f.kernels.size() == 2);
+  CHECK(f.kernels[1].node == 4);
+  CHECK(f.kernels[1].fused == "its input's add");
+  CHECK(f.kernels[1].precision == "bf16");
+  CHECK(f.kernels[1].bytes == 2 * (60 + 60 + 36 + 60));
+  CHECK(f.kernels[0].bytes == 2 * (60 + 36 + 60));
+  // with a second reader the sum is stored: an add kernel of its own
+  g.add("c2", OpKind::conv, {3}, a, {weight("c2", 2)});
+  const NativeFloor two = native_floor(g, shape, 2, {}, unit_rates());
+  REQUIRE(two.kernels.size() == 4);
+  CHECK(two.kernels[1].op == "add");
+  CHECK(two.kernels[1].bytes == 2 * (60 + 60 + 60));
+}
+
+TEST_CASE("native floor: DRUNet 1 ch, its 68 kernels and a level-0 ResBlock by hand") {
   const Graph g = make("drunet", 2, 1);
   const std::vector<int64_t> shape{1, 1, 512, 512};
   const double P = 512.0 * 512;
   const NativeFloor f = native_floor(g, shape, 2, {}, peak_for("H200"));
-  // the sigma concat, the head, 28 ResBlocks of two, 3 strided downs, 3 transposed ups, 4 skip
-  // adds (a ResBlock's output ends its group, so the adds stay their own), the tail
-  REQUIRE(f.kernels.size() == 69);
+  // the sigma concat, the head, 28 ResBlocks of two, 3 strided downs, 3 transposed ups, 3 skip
+  // adds (a ResBlock's output ends its group, so the adds stay their own), the tail with the last
+  // skip add summed as it loads its two inputs
+  REQUIRE(f.kernels.size() == 68);
   int relu = 0, add = 0, alone = 0;
   for (const auto& k : f.kernels) {
     relu += k.fused == "relu";
@@ -263,7 +290,9 @@ TEST_CASE("native floor: DRUNet 1 ch, its 69 kernels and a level-0 ResBlock by h
   }
   CHECK(relu == 28);
   CHECK(add == 28);
-  CHECK(alone == 4);
+  CHECK(alone == 3);
+  CHECK(f.kernels.back().fused == "its input's add");
+  CHECK(f.kernels.back().bytes == 2 * (2 * 64 * P + 64 * 9 + P));
   // the first ResBlock: conv + ReLU reads and writes 64 x P in bf16 with its 64 x 64 x 9 weight;
   // conv + add reads its input and the residual, writes one
   const auto first = std::find_if(f.kernels.begin(), f.kernels.end(), [](const KernelFloor& k) { return k.fused == "relu"; });
