@@ -5,7 +5,9 @@
 // the roofline count at the run's element size; relative difference to the first arm; CUDA
 // peak memory. The inductor backend runs twice: cold (its cache entry removed, the exporter
 // runs) and warm (load only); on CUDA the warm forward is also captured in a CUDA graph and
-// replayed, as the post and fused placements do.
+// replayed, as the post and fused placements do. The native arm on a GPU of the roofline's peak
+// table also prints the native executor's floor on that GPU's data sheet (roofline::native_floor,
+// FP8 where --native 8 puts it) and the stable time's share of it.
 //   nn_time ARCH CHANNELS SHAPE [--device cuda] [--dtype float32|bfloat16|float64]
 //           [--backends eager,native,inductor] [--timed 10] [--native cfag] [--mode default]
 //           [--cache DIR] [--warm-only] [--profile N] [--benchmark-limit N] [--precompiled N]
@@ -30,6 +32,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #ifdef PNP_HAVE_CUDA
@@ -38,6 +41,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "pnp/device.hpp"
 #include "pnp/nn/fp8.hpp"
 #include "pnp/nn/inductor.hpp"
 #include "pnp/nn/native.hpp"
@@ -103,6 +107,23 @@ std::vector<std::string> arms_of(const std::string& backends_s, bool warm_only, 
       throw InputError("--backends: unknown backend '" + b + "' (eager, native, inductor)");
     }
   return arms;
+}
+
+// The native executor's floor on this GPU's data sheet (roofline::native_floor) and the stable
+// time's share of it; nothing where the GPU or the dtype has no entry.
+void print_floor(const nn::Graph& g, const std::vector<int64_t>& shape, at::ScalarType dtype,
+                 const std::vector<int>& fp8_convs, const at::Device& device, double stable) {
+  const std::string name = device_name(device);
+  try {
+    const auto& peak = roofline::peak_for(name);
+    const auto f = roofline::native_floor(g, shape, at::elementSize(dtype),
+                                          std::set<int>(fp8_convs.begin(), fp8_convs.end()), peak);
+    std::cout << "nn_time native floor on the " << peak.name << " data sheet: " << f.seconds * 1e3 << " ms (compute "
+              << f.compute_s * 1e3 << ", memory " << f.memory_s * 1e3 << "); stable at " << 100 * f.seconds / stable
+              << " % of it" << std::endl;
+  } catch (const InputError& e) {
+    std::cout << "nn_time native floor: none for " << name << " (" << e.what() << ")" << std::endl;
+  }
 }
 
 // --profile N: N more calls of the arm with the Kineto profiler, its longest device kernels.
@@ -238,6 +259,7 @@ int main(int argc, char** argv) {
                 << stable * 1e3 << " ms, " << c.flops / stable / 1e12 << " TFLOP/s, rel. diff to " << arms.front()
                 << " " << err << ", peak " << device_peak_bytes(device) / 1e9 << " GB" << (info.empty() ? "" : ", ")
                 << info << std::endl;
+      if (arm == "native" && device.is_cuda()) print_floor(g, shape, dtype, nopt.fp8_convs, device, stable);
       if (profile > 0) print_profile(device, *ex, x, arm, profile, stable);
 #ifdef PNP_HAVE_CUDA
       if (arm == "inductor-warm" && device.is_cuda()) check_capture(device, timer, *ex, x, ref, arms.front());
