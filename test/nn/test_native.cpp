@@ -1413,8 +1413,8 @@ TEST_CASE("native: pnp's Hopper implicit-GEMM convolution, against float64 and c
 
   // In the executor (the option on): DnCNN and DRUNet run their wide convolutions as the kernels, to
   // float64 accuracy as with cuDNN, and equal to the option off; replayed in the CUDA graph. Without
-  // autotune the kernels always run; with it each layout times them against cuDNN's choice (the
-  // notes give both) and the faster runs.
+  // autotune the kernels run on the 64-channel layers (kUntimedHopperMaxChannels); with it each
+  // layout times them against cuDNN's choice (the notes give both) and the faster runs.
   // (widths: 384 and 256 take the rows kernel at full resolution, 300 only the tile kernel)
   const std::vector<Case> nets{{"dncnn", 2, 3, {64}, 4, {1, 3, 40, 384}, {}},
                                {"dncnn", 2, 3, {64}, 4, {1, 3, 40, 300}, {}},

@@ -79,7 +79,8 @@ struct Bound {
   bool narrow = false, narrow_used = false, few_in_used = false, few_out_used = false;
   // A convolution whose channels fill 64 x 256 tiles may run as pnp's Hopper kernels
   // (wgmma_conv.hpp; NativeOptions::wgmma_convs): chosen by timing with the cuDNN graphs where
-  // those are (epilogue), else always; wgmma_used: it did in the warm-up
+  // those are (epilogue), else where it has at most kUntimedHopperMaxChannels input channels;
+  // wgmma_used: it did in the warm-up
   bool wgmma = false, wgmma_used = false;
   // FP8 (NativeOptions::fp8_convs): wq the weight in e4m3 (channels-last) and w_scale its scale
   // per output channel (float32 [C_out]); x_scale the input's, calibrated on the warm-up's first
