@@ -118,6 +118,7 @@ struct NativeFloor {
   double seconds = 0;                // the sum of the kernels' floors
   double compute_s = 0, memory_s = 0;  // the sums of their two terms
   double flops = 0, bytes = 0;
+  int fp8_kernels = 0;  // the kernels that run in FP8 (fp8_convs less any with a folded add)
 };
 NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_shape, int64_t element_bytes,
                          const std::set<int>& fp8_convs, const GpuPeak& peak);

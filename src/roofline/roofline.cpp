@@ -363,6 +363,7 @@ NativeFloor native_floor(const nn::Graph& g, const std::vector<int64_t>& input_s
     f.memory_s += k.memory_s;
     f.flops += k.flops;
     f.bytes += k.bytes;
+    f.fp8_kernels += k.precision == "fp8";
   }
   return f;
 }
@@ -394,8 +395,6 @@ std::string report(const nn::Graph& g, const std::vector<int64_t>& shape, int64_
          c.flops / (roof * 1e12) >= c.bytes / (p.hbm_tbps * 1e12) ? "compute" : "memory");
   }
   const bool native = element_bytes == 2 || element_bytes == 4;
-  const std::string fp8 =
-      options.fp8_convs.empty() ? "" : ", " + std::to_string(options.fp8_convs.size()) + " convolutions in FP8";
   NativeFloor last;
   for (const auto& p : peaks) {
     if (!native) continue;
@@ -404,6 +403,8 @@ std::string report(const nn::Graph& g, const std::vector<int64_t>& shape, int64_
       continue;
     }
     last = native_floor(g, shape, element_bytes, options.fp8_convs, p);
+    const std::string fp8 =
+        options.fp8_convs.empty() ? "" : ", " + std::to_string(last.fp8_kernels) + " convolutions in FP8";
     line("  native floor %-5s %.4g ms, kernel by kernel (%zu kernels%s; their compute %.4g ms, memory %.4g ms; "
          "%.4g GB moved)\n",
          p.name.c_str(), last.seconds * 1e3, last.kernels.size(), fp8.c_str(), last.compute_s * 1e3,

@@ -265,6 +265,7 @@ TEST_CASE("native floor: an add read only by a conv is summed as the conv loads 
   CHECK(f.kernels[1].precision == "bf16");
   CHECK(f.kernels[1].bytes == 2 * (60 + 60 + 36 + 60));
   CHECK(f.kernels[0].bytes == 2 * (60 + 36 + 60));
+  CHECK(f.fp8_kernels == 0);  // asked for c1, which takes the folded add
   // with a second reader the sum is stored: an add kernel of its own
   g.add("c2", OpKind::conv, {3}, a, {weight("c2", 2)});
   const NativeFloor two = native_floor(g, shape, 2, {}, unit_rates());
@@ -308,6 +309,7 @@ TEST_CASE("native floor: DRUNet 1 ch, its 68 kernels and a level-0 ResBlock by h
     if ((k.fused == "relu" || k.fused == "add") && g.nodes[k.node].attrs.in_channels >= 256) deep.insert(k.node);
   CHECK(deep.size() == 24);
   const NativeFloor q = native_floor(g, shape, 2, deep, peak_for("H200"));
+  CHECK(q.fp8_kernels == 24);
   CHECK(q.seconds < f.seconds);
   CHECK(q.seconds >= q.bytes / 4.8e12);
   CHECK(q.bytes < f.bytes);
